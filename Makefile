@@ -1,0 +1,50 @@
+# The few commands a newcomer needs. `make run` and `make test` work on a fresh machine.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench setup system-deps translations editor editor-check clean
+
+run: setup
+	$(PY) -m app serve --host $(HOST) --port $(PORT)
+
+test: setup
+	$(PY) -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy app grader
+
+bench: setup
+	$(PY) -m benchmarks
+
+setup: $(STAMP) system-deps translations
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# Pinned first: an unpinned torch would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+system-deps:
+	@scripts/install-system-deps.sh
+
+translations: $(STAMP)
+	@if [ -d app/locales ]; then $(VENV)/bin/pybabel compile -q -d app/locales -D messages; fi
+
+editor:
+	cd static/editor-src && npm ci --no-audit --no-fund && npm run build
+
+editor-check:
+	scripts/check-editor-bundle.sh
+
+clean:
+	rm -rf $(VENV) rendezvous.db

@@ -1,0 +1,1 @@
+"""Rendezvous: the web app and REST API."""

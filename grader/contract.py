@@ -1,0 +1,171 @@
+"""The grader's contract: Job in, Result out (DESIGN.md section 4). (contract)
+
+`app/` may import this module and nothing else from `grader/`. The exercise's `grading` block in
+its lesson YAML is an `ExerciseSpec`. A Result is written as JSON with `Result.model_dump_json()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_CODE_BYTES = 64 * 1024
+RESULT_VERSION = 1
+
+# A text the lesson author may translate: a plain (English) string or {en: ..., tr: ..., pt-BR: ...}.
+LocalizedText = str | dict[str, str]
+
+
+def localize(text: LocalizedText | None, locale: str = "en") -> str | None:
+    """The text in `locale`, falling back to English."""
+    if text is None or isinstance(text, str):
+        return text
+    return text.get(locale) or text.get("en") or next(iter(text.values()), None)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FaultSpec(_Strict):
+    """A failure the grader injects, e.g. a rank that exits mid-training on the first attempt."""
+
+    kind: Literal["exit"] = "exit"
+    rank: int = 1
+    # Inject after this many optimizer steps of the given attempt (restart count).
+    after_steps: int = 3
+    attempt: int = 0
+    exit_code: int = 1
+
+
+class LaunchSpec(_Strict):
+    world_sizes: list[int] = Field(default_factory=lambda: [2], min_length=1)
+    nnodes: int = Field(1, ge=1, le=4)
+    # Extra runs as a simulated multi-node job (two agents on the sandbox's loopback).
+    multinode: bool = False
+    max_restarts: int = Field(0, ge=0, le=3)
+    faults: list[FaultSpec] = Field(default_factory=list)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # Arguments passed to the learner's script after `main.py`.
+    script_args: list[str] = Field(default_factory=list)
+
+
+class Limits(_Strict):
+    wall_seconds: float = Field(90, gt=0, le=900)
+    # Whole-job memory (memory+swap) and per-process address space.
+    memory_mb: int = Field(6144, ge=512)
+    address_space_mb: int = Field(8192, ge=1024)
+    pids: int = Field(256, ge=16)
+    output_bytes_per_rank: int = Field(64 * 1024, ge=1024)
+    disk_mb: int = Field(256, ge=16)
+    # Process-group timeout the harness forces, so a collective mismatch fails fast.
+    pg_timeout_seconds: float = Field(30, gt=0)
+
+
+class ExerciseSpec(_Strict):
+    """The `grading` block of an exercise in its lesson YAML."""
+
+    checks: list[str] = Field(min_length=1)
+    # Per-check parameters, e.g. {"ckpt.rank0_only": {"min_saves": 1}}.
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Per-check hints shown when the check fails; override the grader's defaults.
+    hints: dict[str, LocalizedText] = Field(default_factory=dict)
+    launch: LaunchSpec = Field(default_factory=LaunchSpec)
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("params", "hints")
+    @classmethod
+    def _keys_are_checks(cls, value: dict[str, Any], info: Any) -> dict[str, Any]:
+        checks = set(info.data.get("checks", []))
+        unknown = sorted(set(value) - checks)
+        if unknown:
+            raise ValueError(f"names checks that are not in `checks`: {', '.join(unknown)}")
+        return value
+
+
+class Job(_Strict):
+    exercise: str
+    code: str
+    spec: ExerciseSpec
+    submission_id: str
+    locale: str = "en"
+
+    @field_validator("code")
+    @classmethod
+    def _code_size(cls, code: str) -> str:
+        size = len(code.encode("utf-8"))
+        if size > MAX_CODE_BYTES:
+            raise ValueError(
+                f"the program is {size // 1024} KiB; the limit is {MAX_CODE_BYTES // 1024} KiB"
+            )
+        return code
+
+
+Status = Literal["pass", "fail", "error"]
+CheckStatus = Literal["pass", "fail", "skip"]
+
+
+class CheckResult(BaseModel):
+    id: str
+    status: CheckStatus
+    title: str
+    message: str = ""
+    hint: str | None = None
+    rank: int | None = None
+    line: int | None = None
+
+
+class RankResult(BaseModel):
+    rank: int
+    exit_code: int | None
+    output: str = ""
+    truncated: bool = False
+    # On a hang or crash: the rank's Python stack (innermost frame in the learner's file last).
+    stack: str | None = None
+
+
+class LaunchInfo(BaseModel):
+    world_size: int
+    nnodes: int = 1
+    backend: str
+    device: str
+    sandbox: str
+
+
+class Timings(BaseModel):
+    queued: int = 0
+    start: int = 0
+    run: int = 0
+    checks: int = 0
+    total: int = 0
+
+
+class Result(BaseModel):
+    version: int = RESULT_VERSION
+    status: Status
+    summary: str
+    launch: LaunchInfo | None = None
+    checks: list[CheckResult] = Field(default_factory=list)
+    ranks: list[RankResult] = Field(default_factory=list)
+    artifacts: dict[str, Any] = Field(default_factory=dict)
+    timings_ms: Timings = Field(default_factory=Timings)
+    error: str | None = None
+
+    @classmethod
+    def platform_error(cls, message: str) -> Result:
+        """A failure of the platform, never charged to the learner."""
+        return cls(status="error", summary="The grader failed; this does not count.", error=message)
+
+
+class GradeEvent(BaseModel):
+    """What the grader reports while it works (streamed to the browser as Server-Sent Events).
+
+    kind: "status" (data: {"status": "starting" | "running" | "checking"}),
+          "output" (rank, data: {"line": str}), "check" (data: CheckResult as a dict),
+          "done" (data: Result as a dict).
+    """
+
+    kind: Literal["status", "output", "check", "done"]
+    rank: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,96 @@
+"""Shared fixtures: migrated databases (SQLite and PostgreSQL), a session per test inside a
+rolled-back transaction, and an HTTP client bound to that session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+os.environ.setdefault("RDV_ENVIRONMENT", "test")
+
+PG_ADMIN_URL = os.environ.get("RDV_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def _pg_url(worker_id: str) -> str:
+    name = f"rdv_test_{worker_id}".replace("-", "_")
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(scope="session")
+def migrated_urls(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, str]:
+    """One migrated database per backend for this test process."""
+    from app.migrate import upgrade
+
+    sqlite_path: Path = tmp_path_factory.mktemp("db") / "test.db"
+    urls = {"sqlite": f"sqlite:///{sqlite_path}", "postgres": _pg_url(worker_id)}
+    for url in urls.values():
+        upgrade(url)
+    return urls
+
+
+@pytest.fixture(scope="session")
+def engines(migrated_urls: dict[str, str]) -> Iterator[dict[str, Engine]]:
+    from app.db import make_engine
+
+    made = {name: make_engine(url) for name, url in migrated_urls.items()}
+    yield made
+    for engine in made.values():
+        engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def session(engines: dict[str, Engine], db_backend: str) -> Iterator[Session]:
+    """A session inside a transaction that is rolled back after the test.
+
+    Code under test may call commit(): with join_transaction_mode="create_savepoint" that only
+    releases a savepoint, and the outer rollback still undoes everything.
+    """
+    connection = engines[db_backend].connect()
+    outer = connection.begin()
+    db = Session(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    try:
+        yield db
+    finally:
+        db.close()
+        outer.rollback()
+        connection.close()
+
+
+@pytest.fixture
+def app(session: Session):  # type: ignore[no-untyped-def]
+    """The FastAPI app with its database session bound to the test's transaction."""
+    from app.db import get_session
+    from app.main import create_app
+
+    application = create_app()
+
+    def _session() -> Iterator[Session]:
+        yield session
+        session.flush()
+
+    application.dependency_overrides[get_session] = _session
+    return application
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as test_client:
+        yield test_client
