@@ -1,0 +1,1 @@
+"""Accounts, argon2 password hashes, per-device tokens, CSRF protection and rate limits."""

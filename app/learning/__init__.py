@@ -1,0 +1,1 @@
+"""Learner progress (steps, quizzes, exercises, last position) and its offline-first sync."""
