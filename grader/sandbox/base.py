@@ -1,0 +1,113 @@
+"""The sandbox interface (contract between the grader and its isolation backends).
+
+A backend runs one command (`SandboxRequest.argv`) with the job's work dir as its working
+directory, under the job's `Limits`, and reports what happened (`SandboxOutcome`). It never raises
+for anything the program inside does (crash, hang, flood, memory bomb): those are outcomes. It
+raises `SandboxUnavailable` when the platform cannot run the sandbox at all (a platform fault).
+
+Backends:
+- "bwrap" (default, local): bubblewrap, every namespace unshared, read-only system and venv, the
+  work dir read-write at /work, private tmpfs HOME and /tmp, a per-job cgroup, a dedicated
+  unprivileged host uid.
+- "docker" (production): the same request as a container (docker SDK).
+- "none": a plain subprocess with the same limits it can apply without privileges (rlimits,
+  wall clock, output cap) and NO isolation. For tests and development only. The work dir is the
+  cwd, but it is not at /work: programs should use paths relative to the cwd.
+
+Time limits: the program inside (the grader's supervisor) owns the soft limit,
+`limits.wall_seconds` (dump stacks, then stop). The sandbox is the backstop: it kills the whole
+job at `SandboxRequest.kill_after_s`, by default `limits.wall_seconds + HARD_KILL_GRACE_S`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from grader.contract import Limits
+
+# Seconds between the supervisor's soft limit (limits.wall_seconds) and the sandbox's hard kill.
+HARD_KILL_GRACE_S = 10.0
+# The sandbox's own cap on the combined output of the command, as a multiple of the per-rank cap
+# (the supervisor caps each rank to limits.output_bytes_per_rank; this bounds the sum).
+COMBINED_OUTPUT_FACTOR = 8
+# Where the work dir appears inside the isolating backends.
+WORKDIR_INSIDE = "/work"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The platform cannot run this sandbox (missing binary, no permission): a platform fault."""
+
+
+@dataclass
+class SandboxRequest:
+    # Mounted read-write at /work (the cwd) by the isolating backends; the cwd itself for "none".
+    workdir: Path
+    argv: list[str]
+    # The complete environment of the command: nothing of the host's is added.
+    env: dict[str, str]
+    limits: Limits
+    # GPU indices the job may use (their /dev/nvidia* devices are made visible).
+    gpus: list[int] = field(default_factory=list)
+    # The hard wall clock; None means limits.wall_seconds + HARD_KILL_GRACE_S.
+    kill_after_s: float | None = None
+
+    @property
+    def hard_timeout_s(self) -> float:
+        if self.kill_after_s is not None:
+            return self.kill_after_s
+        return self.limits.wall_seconds + HARD_KILL_GRACE_S
+
+    @property
+    def output_cap_bytes(self) -> int:
+        return self.limits.output_bytes_per_rank * COMBINED_OUTPUT_FACTOR
+
+
+@dataclass
+class SandboxOutcome:
+    # The command's exit status: negative = killed by that signal; None = never started or unknown.
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    duration_s: float
+    # Combined stdout+stderr, capped at request.output_cap_bytes (with a note when cut).
+    output: str
+    sandbox: str
+    output_truncated: bool = False
+    # Platform notes (e.g. "cgroup memory limit unavailable"), never learner-facing.
+    warnings: list[str] = field(default_factory=list)
+
+
+OutputCallback = Callable[[str], None]
+
+
+class Sandbox(Protocol):
+    name: str
+
+    def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
+        """Run req.argv to completion (or the hard wall clock); nothing is left running after."""
+        ...
+
+
+DEFAULT_SANDBOX_ENV = "RDV_SANDBOX"
+
+
+def get_sandbox(name: str | None = None) -> Sandbox:
+    """The backend called `name` ("bwrap", "docker", "none"); default: $RDV_SANDBOX or "bwrap"."""
+    name = name or os.environ.get(DEFAULT_SANDBOX_ENV) or "bwrap"
+    if name == "none":
+        from grader.sandbox.nosandbox import NoSandbox
+
+        return NoSandbox()
+    if name == "bwrap":
+        from grader.sandbox.bwrap import BwrapSandbox
+
+        return BwrapSandbox()
+    if name == "docker":
+        from grader.sandbox.docker import DockerSandbox
+
+        return DockerSandbox()
+    raise ValueError(f"unknown sandbox {name!r}; choose bwrap, docker or none")

@@ -1,0 +1,186 @@
+"""Run one command with a hard wall clock, capture its combined output capped, stream lines.
+
+Shared by the backends that start a local process ("none", "bwrap").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.sandbox.base import OutputCallback
+
+EXEC_WRAPPER = Path(__file__).with_name("_exec.py")
+# How long to wait for the output pipe to close after the command itself has ended.
+DRAIN_AFTER_EXIT_S = 3.0
+MAX_LINE_BYTES = 16 * 1024
+
+
+def wrapper_argv(spec: dict[str, Any]) -> list[str]:
+    """argv that runs `_exec.py` with `spec` (argv, env, rlimits, cgroup_procs, uid, gid)."""
+    return [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), json.dumps(spec)]
+
+
+@dataclass
+class ProcessResult:
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    output: str
+    truncated: bool
+
+
+class _OutputCollector:
+    """Reads a pipe to EOF; keeps the first `cap` bytes; calls `on_output` once per line kept."""
+
+    def __init__(self, fd: int, cap: int, on_output: OutputCallback | None) -> None:
+        self.fd = fd
+        self.cap = cap
+        self.on_output = on_output
+        self.kept = bytearray()
+        self.dropped = 0
+        self._partial = bytearray()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sandbox-output", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _emit(self, line: bytes) -> None:
+        if self.on_output is None:
+            return
+        try:
+            self.on_output(line.decode("utf-8", "replace").rstrip("\n"))
+        except Exception:  # a broken listener must not stop the draining of the pipe
+            self.on_output = None
+
+    def _feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.kept)
+        if room <= 0:
+            self.dropped += len(chunk)
+            return
+        keep, extra = chunk[:room], chunk[room:]
+        self.kept += keep
+        self.dropped += len(extra)
+        self._partial += keep
+        while True:
+            cut = self._partial.find(b"\n")
+            if cut < 0:
+                break
+            self._emit(bytes(self._partial[: cut + 1]))
+            del self._partial[: cut + 1]
+        if len(self._partial) >= MAX_LINE_BYTES:
+            self._emit(bytes(self._partial))
+            self._partial.clear()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([self.fd], [], [], 0.2)
+                if not ready:
+                    if self.stop.is_set():
+                        break
+                    continue
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                self._feed(chunk)
+        finally:
+            os.close(self.fd)
+            if self._partial:
+                self._emit(bytes(self._partial))
+                self._partial.clear()
+
+    def text(self) -> str:
+        out = self.kept.decode("utf-8", "replace")
+        if self.dropped:
+            if out and not out.endswith("\n"):
+                out += "\n"
+            out += (
+                f"[output truncated: the program wrote more than {self.cap} bytes; "
+                f"{self.dropped} more bytes were dropped]\n"
+            )
+        return out
+
+
+def run_supervised(
+    argv: list[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    output_cap: int,
+    on_output: OutputCallback | None,
+    kill_tree: Callable[[subprocess.Popen[bytes]], None],
+    pass_fds: tuple[int, ...] = (),
+) -> ProcessResult:
+    """Run argv (with an empty environment: the wrapper sets the command's own), capture output.
+
+    `kill_tree` must kill everything the command started; it is called at the wall clock and
+    again after the command ends (to take down anything left behind).
+    """
+    start = time.monotonic()
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            cwd=cwd,
+            env={},
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    os.close(write_fd)
+    collector = _OutputCollector(read_fd, output_cap, on_output)
+    collector.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_tree(proc)
+        proc.wait()
+    except BaseException:
+        kill_tree(proc)
+        proc.wait()
+        raise
+    finally:
+        duration = time.monotonic() - start
+        kill_tree(proc)
+        collector.thread.join(DRAIN_AFTER_EXIT_S)
+        # Something outside our reach may still hold the pipe: stop reading (the reader closes it).
+        collector.stop.set()
+        collector.thread.join()
+    return ProcessResult(
+        exit_code=proc.returncode,
+        timed_out=timed_out,
+        duration_s=duration,
+        output=collector.text(),
+        truncated=collector.dropped > 0,
+    )
+
+
+def kill_process_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group (it was started in its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
