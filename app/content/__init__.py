@@ -1,0 +1,1 @@
+"""Lesson content: YAML files -> validated models, locale fallback, JSON Schema export."""

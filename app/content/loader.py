@@ -1,0 +1,360 @@
+"""Read the lesson files (YAML 1.2 via ruamel.yaml), validate them, and say where each problem is.
+
+`load_catalog(lessons_dir)` never raises for a content problem: a broken lesson is left out of
+the catalog and described by a `Problem` (file, line, field path, what is wrong).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from app.content.schemas import Course, Lesson, Text
+from grader.contract import MAX_CODE_BYTES
+
+LESSON_DIR_PATTERN = re.compile(r"^(?P<number>\d{2})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)$")
+COURSE_FILE = "course.yaml"
+M = TypeVar("M", bound=BaseModel)
+LESSON_FILE = "lesson.yaml"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a lesson file, with where it is."""
+
+    file: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.field or "(file)"
+        return f"{display_path(self.file)}:{self.line or 1}: {where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class LoadedLesson:
+    lesson: Lesson
+    number: int
+    directory: Path
+    file: Path
+    # exercise id -> starter code (solution files are only checked to exist: never sent out)
+    starter_code: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.lesson.id
+
+    def exercise_dir(self, exercise_id: str) -> Path:
+        return self.directory / "exercises" / exercise_id
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Everything that loaded: the course, its lessons in order, and what did not load."""
+
+    lessons_dir: Path
+    course: Course
+    lessons: dict[str, LoadedLesson]
+    # Lessons the course lists that could not be loaded (their problems are in `problems`).
+    unavailable: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ordered(self) -> list[LoadedLesson]:
+        return list(self.lessons.values())
+
+
+def display_path(path: Path) -> str:
+    """A path relative to the working directory when it is under it (as editors expect)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """('steps', 3, 'id') -> 'steps[3].id'"""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+# --- YAML -------------------------------------------------------------------------------------
+
+
+class YamlProblem(Exception):
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def read_yaml(file: Path) -> Any:
+    """The round-trip tree of a YAML 1.2 file (keeps line numbers); raises YamlProblem."""
+    yaml = YAML(typ="rt")
+    yaml.version = (1, 2)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise YamlProblem(None, f"cannot be read: {exc}") from exc
+    try:
+        return yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise YamlProblem(line, f"is not valid YAML: {what or exc}") from exc
+    except YAMLError as exc:
+        raise YamlProblem(None, f"is not valid YAML: {exc}") from exc
+
+
+def to_plain(node: Any) -> Any:
+    """ruamel's commented containers and scalar subclasses -> plain Python values."""
+    if isinstance(node, dict):
+        return {(str(k) if isinstance(k, str) else k): to_plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [to_plain(v) for v in node]
+    if isinstance(node, bool) or node is None:
+        return node
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    return node
+
+
+def line_of(tree: Any, loc: Sequence[str | int]) -> int:
+    """The 1-based line of the deepest part of `loc` present in the tree (1 if none is)."""
+    line = 1
+    node = tree
+    for part in loc:
+        if isinstance(node, CommentedMap) and part in node:
+            line = node.lc.key(part)[0] + 1
+            node = node[part]
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
+            line = node.lc.item(part)[0] + 1
+            node = node[part]
+        else:
+            break
+    return line
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _describe(error: ErrorDetails) -> str:
+    kind = error["type"]
+    loc = error["loc"]
+    if kind == "missing":
+        if loc and loc[-1] == "en":
+            return "the English text is missing: add `en: ...` (English is required)"
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field: check its spelling and indentation"
+    if kind == "string_pattern_mismatch":
+        return "must be an id of lowercase letters, digits and single hyphens, e.g. `meet-ddp`"
+    message = str(error["msg"])
+    message = message.removeprefix("Value error, ")
+    return message[:1].lower() + message[1:]
+
+
+def validation_problems(file: Path, tree: Any, exc: ValidationError) -> list[Problem]:
+    problems = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        problems.append(Problem(file, line_of(tree, loc), format_loc(loc), _describe(error)))
+    return problems
+
+
+def _duplicates(
+    file: Path, tree: Any, items: list[Any], where: tuple[str | int, ...]
+) -> list[Problem]:
+    seen: dict[str, int] = {}
+    problems = []
+    for index, item in enumerate(items):
+        if item.id in seen:
+            loc = (*where, index, "id")
+            problems.append(
+                Problem(
+                    file,
+                    line_of(tree, loc),
+                    format_loc(loc),
+                    f"the id {item.id!r} is used twice (first at "
+                    f"{format_loc((*where, seen[item.id]))}); ids must be unique",
+                )
+            )
+        else:
+            seen[item.id] = index
+    return problems
+
+
+def parse_model(model: type[M], file: Path) -> tuple[M | None, Any, list[Problem]]:
+    """Read and validate one file: (model or None, round-trip tree, problems)."""
+    try:
+        tree = read_yaml(file)
+    except YamlProblem as exc:
+        return None, None, [Problem(file, exc.line, "", exc.message)]
+    if tree is None:
+        return None, None, [Problem(file, 1, "", "is empty")]
+    if not isinstance(tree, dict):
+        return None, tree, [Problem(file, 1, "", "must be a mapping of fields (key: value)")]
+    try:
+        return model.model_validate(to_plain(tree)), tree, []
+    except ValidationError as exc:
+        return None, tree, validation_problems(file, tree, exc)
+
+
+def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Problem]:
+    """What the schema alone cannot say: unique ids, the directory name, the exercise files."""
+    problems: list[Problem] = []
+    if lesson.id != slug:
+        problems.append(
+            Problem(
+                file,
+                line_of(tree, ("id",)),
+                "id",
+                f"is {lesson.id!r} but the directory says {slug!r}: rename one so they match",
+            )
+        )
+    problems += _duplicates(file, tree, lesson.steps, ("steps",))
+    problems += _duplicates(file, tree, lesson.quiz, ("quiz",))
+    for index, question in enumerate(lesson.quiz):
+        problems += _duplicates(file, tree, question.choices, ("quiz", index, "choices"))
+    problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
+    for index, exercise in enumerate(lesson.exercises):
+        folder = file.parent / "exercises" / exercise.id
+        for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
+            if not (folder / name).is_file():
+                loc = ("exercises", index)
+                problems.append(
+                    Problem(
+                        file,
+                        line_of(tree, loc),
+                        format_loc(loc),
+                        f"exercise {exercise.id!r} has no {role}: "
+                        f"add {display_path(folder / name)}",
+                    )
+                )
+    return problems
+
+
+def _read_starter(folder: Path) -> str | None:
+    path = folder / "starter.py"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) > MAX_CODE_BYTES:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
+    match = LESSON_DIR_PATTERN.match(directory.name)
+    file = directory / LESSON_FILE
+    if match is None:
+        return None, [Problem(file, None, "", "the directory must be named NN-<lesson id>")]
+    if not file.is_file():
+        return None, [Problem(file, None, "", "is missing: every lesson directory needs one")]
+    lesson, tree, problems = parse_model(Lesson, file)
+    if lesson is None:
+        return None, problems
+    problems = check_lesson(lesson, tree, file, match["slug"])
+    if problems:
+        return None, problems
+    starters = {}
+    for exercise in lesson.exercises:
+        code = _read_starter(directory / "exercises" / exercise.id)
+        if code is None:
+            folder = directory / "exercises" / exercise.id
+            return None, [
+                Problem(file, None, "exercises", f"{folder}/starter.py is unreadable or too large")
+            ]
+        starters[exercise.id] = code
+    return LoadedLesson(lesson, int(match["number"]), directory, file, starters), []
+
+
+def _fallback_course(lessons: list[LoadedLesson]) -> Course:
+    # model_construct: a course with no lesson at all is still a page that says so.
+    return Course.model_construct(
+        id="course",
+        title=Text(en="Course"),
+        summary=Text(en="The course overview could not be loaded; the lessons are listed below."),
+        lessons=[loaded.id for loaded in lessons],
+        faq=[],
+    )
+
+
+def load_catalog(lessons_dir: Path) -> Catalog:
+    """Load the course and every lesson under `lessons_dir`; never raises for content problems."""
+    problems: list[Problem] = []
+    found: dict[str, LoadedLesson] = {}
+    directories = sorted(p for p in lessons_dir.glob("*") if p.is_dir())
+    broken_slugs: set[str] = set()
+    for directory in directories:
+        if directory.name.startswith((".", "_")) or directory.name == "schema":
+            continue
+        loaded, lesson_problems = load_lesson(directory)
+        problems += lesson_problems
+        if loaded is not None:
+            found[loaded.id] = loaded
+        elif (match := LESSON_DIR_PATTERN.match(directory.name)) is not None:
+            broken_slugs.add(match["slug"])
+
+    course_file = lessons_dir / COURSE_FILE
+    if course_file.is_file():
+        course, tree, course_problems = parse_model(Course, course_file)
+    else:
+        course, tree, course_problems = None, None, [Problem(course_file, None, "", "is missing")]
+    if course is not None:
+        course_problems += _duplicates(course_file, tree, course.faq, ("faq",))
+    problems += course_problems
+    if course is None:
+        course = _fallback_course(sorted(found.values(), key=lambda item: item.number))
+
+    ordered: dict[str, LoadedLesson] = {}
+    unavailable: list[str] = []
+    for index, lesson_id in enumerate(course.lessons):
+        if lesson_id in found:
+            ordered[lesson_id] = found[lesson_id]
+            continue
+        unavailable.append(lesson_id)
+        if lesson_id not in broken_slugs:
+            loc = ("lessons", index)
+            problems.append(
+                Problem(
+                    course_file,
+                    line_of(tree, loc),
+                    format_loc(loc),
+                    f"names the lesson {lesson_id!r}, but there is no "
+                    f"lessons/NN-{lesson_id}/{LESSON_FILE}",
+                )
+            )
+    for lesson_id, loaded in found.items():
+        if lesson_id not in ordered:
+            problems.append(
+                Problem(
+                    course_file,
+                    line_of(tree, ("lessons",)),
+                    "lessons",
+                    f"does not list the lesson {lesson_id!r} ({display_path(loaded.file)}): "
+                    "add it so learners can reach it",
+                )
+            )
+    return Catalog(lessons_dir, course, ordered, tuple(unavailable), tuple(problems))

@@ -1,0 +1,222 @@
+"""Lesson content in one locale, as the pages and the API serve it.
+
+Every text falls back to English per field; `fallback_fields` names each field that did (dotted
+paths by id, e.g. `steps.meet-ddp.body`), so a page can say that parts are not translated yet.
+Quiz answers and explanations are not part of a localized lesson: see `service.check_answer`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pydantic import BaseModel, Field
+
+from app.content.loader import Catalog, LoadedLesson
+from app.content.markdown import render_code_block, render_markdown
+from app.content.schemas import Text
+
+
+class LocalizedStep(BaseModel):
+    id: str
+    title: str
+    body: str = Field(description="Markdown")
+    body_html: str
+    code: str | None = None
+    code_html: str | None = None
+
+
+class LocalizedChoice(BaseModel):
+    id: str
+    text: str
+
+
+class LocalizedQuestion(BaseModel):
+    id: str
+    question: str
+    choices: list[LocalizedChoice]
+
+
+class LocalizedExercise(BaseModel):
+    id: str = Field(description="The full exercise id, e.g. ddp-fundamentals/train")
+    slug: str
+    title: str
+    prompt: str = Field(description="Markdown")
+    prompt_html: str
+    starter_code: str
+
+
+class LocalizedLesson(BaseModel):
+    id: str
+    number: int
+    locale: str
+    title: str
+    summary: str
+    duration_minutes: int
+    steps: list[LocalizedStep]
+    quiz: list[LocalizedQuestion]
+    exercises: list[LocalizedExercise]
+    fallback_fields: list[str] = Field(description="Fields shown in English: no translation yet")
+    etag: str
+
+
+class LessonSummary(BaseModel):
+    id: str
+    number: int | None
+    title: str
+    summary: str
+    duration_minutes: int | None
+    step_count: int
+    available: bool = True
+
+
+class LocalizedFaqEntry(BaseModel):
+    id: str
+    question: str
+    answer: str
+    answer_html: str
+
+
+class LocalizedCourse(BaseModel):
+    id: str
+    locale: str
+    title: str
+    summary: str
+    lessons: list[LessonSummary]
+    faq: list[LocalizedFaqEntry]
+    fallback_fields: list[str]
+    etag: str
+
+
+class _Localizer:
+    """Picks each text in the locale and remembers which ones fell back to English."""
+
+    def __init__(self, locale: str) -> None:
+        self.locale = locale
+        self.fallback_fields: list[str] = []
+
+    def __call__(self, text: Text, path: str) -> str:
+        translated = text.get(self.locale)
+        if translated is None:
+            self.fallback_fields.append(path)
+            return text.en
+        return translated
+
+
+def _etag(model: BaseModel) -> str:
+    digest = hashlib.sha256(model.model_dump_json(exclude={"etag"}).encode()).hexdigest()
+    return f'"{digest[:32]}"'
+
+
+def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
+    lesson = loaded.lesson
+    tr = _Localizer(locale)
+    steps = []
+    for step in lesson.steps:
+        body = tr(step.body, f"steps.{step.id}.body")
+        steps.append(
+            LocalizedStep(
+                id=step.id,
+                title=tr(step.title, f"steps.{step.id}.title"),
+                body=body,
+                body_html=render_markdown(body),
+                code=step.code,
+                code_html=render_code_block(step.code) if step.code else None,
+            )
+        )
+    quiz = [
+        LocalizedQuestion(
+            id=question.id,
+            question=tr(question.question, f"quiz.{question.id}.question"),
+            choices=[
+                LocalizedChoice(
+                    id=choice.id,
+                    text=tr(choice.text, f"quiz.{question.id}.choices.{choice.id}.text"),
+                )
+                for choice in question.choices
+            ],
+        )
+        for question in lesson.quiz
+    ]
+    exercises = []
+    for exercise in lesson.exercises:
+        prompt = tr(exercise.prompt, f"exercises.{exercise.id}.prompt")
+        exercises.append(
+            LocalizedExercise(
+                id=f"{lesson.id}/{exercise.id}",
+                slug=exercise.id,
+                title=tr(exercise.title, f"exercises.{exercise.id}.title"),
+                prompt=prompt,
+                prompt_html=render_markdown(prompt),
+                starter_code=loaded.starter_code[exercise.id],
+            )
+        )
+    localized = LocalizedLesson(
+        id=lesson.id,
+        number=loaded.number,
+        locale=locale,
+        title=tr(lesson.title, "title"),
+        summary=tr(lesson.summary, "summary"),
+        duration_minutes=lesson.duration_minutes,
+        steps=steps,
+        quiz=quiz,
+        exercises=exercises,
+        fallback_fields=tr.fallback_fields,
+        etag="",
+    )
+    localized.etag = _etag(localized)
+    return localized
+
+
+def localize_course(catalog: Catalog, locale: str) -> LocalizedCourse:
+    course = catalog.course
+    tr = _Localizer(locale)
+    summaries = []
+    for lesson_id in course.lessons:
+        loaded = catalog.lessons.get(lesson_id)
+        if loaded is None:
+            summaries.append(
+                LessonSummary(
+                    id=lesson_id,
+                    number=None,
+                    title=lesson_id.replace("-", " ").capitalize(),
+                    summary="",
+                    duration_minutes=None,
+                    step_count=0,
+                    available=False,
+                )
+            )
+            continue
+        lesson = loaded.lesson
+        summaries.append(
+            LessonSummary(
+                id=lesson.id,
+                number=loaded.number,
+                title=tr(lesson.title, f"lessons.{lesson.id}.title"),
+                summary=tr(lesson.summary, f"lessons.{lesson.id}.summary"),
+                duration_minutes=lesson.duration_minutes,
+                step_count=len(lesson.steps),
+            )
+        )
+    faq = []
+    for entry in course.faq:
+        answer = tr(entry.answer, f"faq.{entry.id}.answer")
+        faq.append(
+            LocalizedFaqEntry(
+                id=entry.id,
+                question=tr(entry.question, f"faq.{entry.id}.question"),
+                answer=answer,
+                answer_html=render_markdown(answer),
+            )
+        )
+    localized = LocalizedCourse(
+        id=course.id,
+        locale=locale,
+        title=tr(course.title, "title"),
+        summary=tr(course.summary, "summary"),
+        lessons=summaries,
+        faq=faq,
+        fallback_fields=tr.fallback_fields,
+        etag="",
+    )
+    localized.etag = _etag(localized)
+    return localized

@@ -1,0 +1,129 @@
+"""The lesson content model: what `lessons/course.yaml` and each `lesson.yaml` may contain.
+
+These pydantic models are the single source of truth for validation (`python -m app.content
+validate`) and for the JSON Schema editors use (`python -m app.content schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from grader.contract import ExerciseSpec
+
+SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=64)]
+
+
+def _text_json_schema(schema: dict[str, Any]) -> None:
+    """In the JSON Schema a text is a plain string (English) or the per-locale map."""
+    as_map = dict(schema)
+    schema.clear()
+    schema["anyOf"] = [
+        {"type": "string", "minLength": 1, "description": "English text"},
+        as_map,
+    ]
+
+
+class Text(BaseModel):
+    """A text the author may translate: a plain string (English) or {en, tr, pt-BR}."""
+
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, json_schema_extra=_text_json_schema
+    )
+
+    en: str = Field(min_length=1, description="English, required")
+    tr: str | None = Field(None, min_length=1, description="Turkish")
+    pt_BR: str | None = Field(None, alias="pt-BR", min_length=1, description="Brazilian Portuguese")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_string_is_english(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"en": value}
+        return value
+
+    def get(self, locale: str) -> str | None:
+        """The text in `locale`, or None when it has no translation there."""
+        if locale == "en":
+            return self.en
+        if locale == "tr":
+            return self.tr
+        if locale == "pt-BR":
+            return self.pt_BR
+        return None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Step(_Strict):
+    """One step card: a title, a short Markdown body and an optional code snippet."""
+
+    id: Slug
+    title: Text
+    body: Text = Field(description="Markdown; raw HTML is shown as text")
+    code: str | None = Field(None, description="Python snippet, not translated")
+
+
+class Choice(_Strict):
+    id: Annotated[str, Field(pattern=r"^[a-z0-9-]+$", min_length=1, max_length=16)]
+    text: Text
+
+
+class QuizQuestion(_Strict):
+    id: Slug
+    question: Text
+    choices: list[Choice] = Field(min_length=2, max_length=8)
+    answer: str = Field(description="The id of the right choice")
+    explanation: Text
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_is_a_choice(cls, answer: str, info: ValidationInfo) -> str:
+        choices: list[Choice] | None = info.data.get("choices")
+        if choices is None:  # the choices themselves are invalid and reported already
+            return answer
+        ids = [choice.id for choice in choices]
+        if answer not in ids:
+            raise ValueError(
+                f"the answer {answer!r} is not one of the choices ({', '.join(ids)}); "
+                "set it to the id of the right choice"
+            )
+        return answer
+
+
+class Exercise(_Strict):
+    """A graded exercise; starter.py and solution.py live in exercises/<id>/ next to the lesson."""
+
+    id: Slug
+    title: Text
+    prompt: Text = Field(description="Markdown")
+    grading: ExerciseSpec
+
+
+class Lesson(_Strict):
+    id: Slug
+    title: Text
+    summary: Text
+    duration_minutes: int = Field(ge=1, le=240)
+    steps: list[Step] = Field(min_length=1, max_length=40)
+    quiz: list[QuizQuestion] = Field(default_factory=list)
+    exercises: list[Exercise] = Field(default_factory=list)
+
+
+class FaqEntry(_Strict):
+    id: Slug
+    question: Text
+    answer: Text = Field(description="Markdown")
+
+
+class Course(_Strict):
+    id: Slug
+    title: Text
+    summary: Text
+    lessons: list[Slug] = Field(min_length=1, description="Lesson ids, in teaching order")
+    faq: list[FaqEntry] = Field(default_factory=list)
