@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 # Order matters only for overlapping paths; API routers are mounted under /api/v1.
 ROUTE_MODULES: list[str] = [
     # "app.content.routes", "app.auth.routes", ... added by each domain
+    "app.content.routes",
+    "app.web.routes",
+    "app.auth.routes",
+    "app.learning.routes",
 ]
 
 

@@ -1,0 +1,101 @@
+"""Who is calling: `CurrentLearner` (401 if nobody) and `OptionalLearner` (None if nobody).
+
+Both accept a bearer token (the mobile app) or the `rdv_session` cookie (the browser). A request
+that authenticates by cookie and changes state must also pass the CSRF checks; a bearer request
+need not, since browsers never attach that header on their own.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from app.auth import service
+from app.auth.csrf import SAFE_METHODS, verify_csrf
+from app.auth.errors import ApiError
+from app.auth.models import User
+from app.auth.service import AuthContext
+from app.db import SessionDep
+
+SESSION_COOKIE = "rdv_session"
+
+
+def _auth_context(request: Request, session: SessionDep) -> AuthContext | None:
+    context = _resolve(request, session)
+    request.state.auth_context = context  # for the page header (account_context)
+    return context
+
+
+def _resolve(request: Request, session: SessionDep) -> AuthContext | None:
+    authorization = request.headers.get("authorization")
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise _not_authenticated()
+        context = service.resolve_token(session, token.strip(), via="bearer")
+        if context is None:
+            # A revoked or unknown bearer token is an error, not anonymity: the app must sign in.
+            raise _not_authenticated()
+        return context
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        return service.resolve_token(session, cookie, via="cookie")
+    return None
+
+
+def _not_authenticated() -> ApiError:
+    return ApiError(
+        401,
+        "not_authenticated",
+        "Sign in first: send a valid token as 'Authorization: Bearer <token>' "
+        "(POST /api/v1/auth/token gives you one).",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+async def optional_auth(
+    request: Request,
+    context: Annotated[AuthContext | None, Depends(_auth_context)],
+) -> AuthContext | None:
+    if context is not None and context.via == "cookie" and request.method not in SAFE_METHODS:
+        await verify_csrf(request)
+    return context
+
+
+async def current_auth(
+    context: Annotated[AuthContext | None, Depends(optional_auth)],
+) -> AuthContext:
+    if context is None:
+        raise _not_authenticated()
+    return context
+
+
+async def optional_learner(
+    context: Annotated[AuthContext | None, Depends(optional_auth)],
+) -> User | None:
+    return context.user if context else None
+
+
+async def current_learner(context: Annotated[AuthContext, Depends(current_auth)]) -> User:
+    return context.user
+
+
+def account_context(request: Request) -> dict[str, Any]:
+    """Template context: `account.signed_in` and `account.display_name` for the page header.
+
+    Uses what this request's auth dependency resolved; pages that never asked (no database
+    lookup there) show the account links whenever the browser holds a session cookie.
+    """
+    context: AuthContext | None = getattr(request.state, "auth_context", None)
+    if context is not None:
+        return {"account": {"signed_in": True, "display_name": context.user.display_name}}
+    resolved = hasattr(request.state, "auth_context")
+    signed_in = not resolved and SESSION_COOKIE in request.cookies
+    return {"account": {"signed_in": signed_in, "display_name": None}}
+
+
+OptionalAuth = Annotated[AuthContext | None, Depends(optional_auth)]
+CurrentAuth = Annotated[AuthContext, Depends(current_auth)]
+CurrentLearner = Annotated[User, Depends(current_learner)]
+OptionalLearner = Annotated[User | None, Depends(optional_learner)]

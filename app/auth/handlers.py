@@ -1,0 +1,89 @@
+"""Exception handlers: ApiError everywhere; FastAPI's validation and HTTP errors as JSON
+`{"code", "message"}` on /api paths (pages keep whatever handler the web layer installed)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.auth.errors import ApiError
+
+_HTTP_CODES = {
+    401: ("not_authenticated", "Sign in first."),
+    403: ("forbidden", "You may not do this."),
+    404: ("not_found", "Nothing exists at this address. Check the path against /openapi.json."),
+    405: ("method_not_allowed", "This address does not accept that method. See /openapi.json."),
+    413: ("too_large", "The request is too large."),
+    429: ("rate_limited", "Too many requests. Wait a little and try again."),
+}
+
+
+def _is_api(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+def api_error_json(status_code: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"code": code, "message": message, **extra}, status_code=status_code)
+
+
+async def handle_api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    response = api_error_json(exc.status_code, exc.code, exc.message)
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+async def _call(handler: Any, request: Request, exc: Exception) -> Response:
+    result = handler(request, exc)
+    if inspect.isawaitable(result):
+        result = await result
+    assert isinstance(result, Response)
+    return result
+
+
+def install_handlers(app: FastAPI) -> None:
+    page_validation = app.exception_handlers.get(
+        RequestValidationError, request_validation_exception_handler
+    )
+    page_http = app.exception_handlers.get(StarletteHTTPException, http_exception_handler)
+
+    async def handle_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        if not _is_api(request):
+            return await _call(page_validation, request, exc)
+        details = [
+            {
+                "loc": [part if isinstance(part, int) else str(part) for part in err["loc"]],
+                "msg": str(err.get("msg", "")),
+                "type": str(err.get("type", "")),
+            }
+            for err in exc.errors()
+        ]
+        first = details[0] if details else None
+        where = ".".join(str(p) for p in first["loc"]) if first else "request"
+        message = f"The request is not valid: {where}: {first['msg'] if first else 'invalid'}."
+        return api_error_json(422, "invalid_request", message, details=details)
+
+    async def handle_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if not _is_api(request):
+            return await _call(page_http, request, exc)
+        code, message = _HTTP_CODES.get(exc.status_code, ("http_error", str(exc.detail)))
+        response = api_error_json(exc.status_code, code, message)
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    app.add_exception_handler(ApiError, handle_api_error)
+    app.add_exception_handler(RequestValidationError, handle_validation)
+    app.add_exception_handler(StarletteHTTPException, handle_http)

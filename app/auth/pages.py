@@ -1,0 +1,214 @@
+"""Account pages: register, sign in, sign out, my devices. Thin: the work is in service.py.
+
+The browser's session is a device token like the app's, kept in an HttpOnly, SameSite=Lax cookie.
+Every form posts its CSRF token (`csrf_protect`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from app.auth import service
+from app.auth.csrf import csrf_protect
+from app.auth.deps import SESSION_COOKIE, OptionalAuth
+from app.auth.errors import ApiError
+from app.auth.ratelimit import AuthRateLimits
+from app.auth.schemas import UserCreate
+from app.config import get_settings
+from app.db import SessionDep
+from app.i18n import resolve_locale, translate
+
+router = APIRouter(tags=["pages"], include_in_schema=False)
+
+SESSION_MAX_AGE = 60 * 60 * 24 * 90  # the cookie lives 90 days; revoking the device ends it now
+Csrf = Annotated[None, Depends(csrf_protect)]
+
+
+def _render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    from app.web.templating import render  # the web layer owns templating
+
+    response = render(request, name, **context)
+    response.status_code = status_code
+    return response
+
+
+def _t(request: Request, message: str) -> str:
+    return translate(resolve_locale(request), message)
+
+
+def safe_next(target: str | None) -> str:
+    """Only same-site paths: never redirect a learner to another site after signing in."""
+    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
+        return target
+    return "/"
+
+
+def _device_name(request: Request) -> str:
+    agent = request.headers.get("user-agent", "")
+    browser = next(
+        (name for name in ("Edg", "Firefox", "Chrome", "Safari") if name in agent), "Browser"
+    )
+    system = next(
+        (
+            label
+            for pattern, label in (
+                (r"Android", "Android"),
+                (r"iPhone|iPad", "iOS"),
+                (r"Windows", "Windows"),
+                (r"Mac OS", "macOS"),
+                (r"Linux", "Linux"),
+            )
+            if re.search(pattern, agent)
+        ),
+        None,
+    )
+    browser = "Edge" if browser == "Edg" else browser
+    return f"{browser} on {system}" if system else browser
+
+
+def _signed_in(request: Request, token: str, target: str) -> Response:
+    response = RedirectResponse(safe_next(target), status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=SESSION_MAX_AGE,
+        httponly=True,
+        samesite="lax",
+        secure=get_settings().base_url.startswith("https://"),
+        path="/",
+    )
+    return response
+
+
+def _limits(request: Request) -> AuthRateLimits:
+    limits: AuthRateLimits = request.app.state.auth_rate_limits
+    return limits
+
+
+def _ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+@router.get("/register")
+def register_page(request: Request, auth: OptionalAuth, next: str = "/") -> Response:
+    if auth is not None:
+        return RedirectResponse(safe_next(next), status_code=303)
+    return _render(request, "auth/register.html", next=safe_next(next), form={}, error=None)
+
+
+@router.post("/register")
+def register_submit(
+    request: Request,
+    session: SessionDep,
+    _csrf: Csrf,
+    email: Annotated[str, Form(max_length=320)] = "",
+    display_name: Annotated[str, Form(max_length=80)] = "",
+    password: Annotated[str, Form(max_length=256)] = "",
+    next: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    form = {"email": email, "display_name": display_name}
+
+    def again(message: str, status_code: int) -> Response:
+        return _render(
+            request,
+            "auth/register.html",
+            status_code,
+            next=safe_next(next),
+            form=form,
+            error=_t(request, message),
+        )
+
+    if _limits(request).check_register(_ip(request)) is not None:
+        return again("Too many sign-ups from your network. Wait an hour and try again.", 429)
+    try:
+        body = UserCreate(email=email, display_name=display_name, password=password)
+    except ValueError:
+        return again("Enter a valid email, a name, and a password of at least 10 characters.", 422)
+    try:
+        user = service.register(
+            session, email=body.email, password=body.password, display_name=body.display_name
+        )
+    except ApiError:
+        return again("An account with this email exists already. Sign in instead.", 409)
+    token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
+    return _signed_in(request, token, next)
+
+
+@router.get("/login")
+def login_page(request: Request, auth: OptionalAuth, next: str = "/") -> Response:
+    if auth is not None:
+        return RedirectResponse(safe_next(next), status_code=303)
+    return _render(request, "auth/login.html", next=safe_next(next), form={}, error=None)
+
+
+@router.post("/login")
+def login_submit(
+    request: Request,
+    session: SessionDep,
+    _csrf: Csrf,
+    email: Annotated[str, Form(max_length=320)] = "",
+    password: Annotated[str, Form(max_length=256)] = "",
+    next: Annotated[str, Form(max_length=500)] = "/",
+) -> Response:
+    def again(message: str, status_code: int) -> Response:
+        return _render(
+            request,
+            "auth/login.html",
+            status_code,
+            next=safe_next(next),
+            form={"email": email},
+            error=_t(request, message),
+        )
+
+    if _limits(request).check_login(_ip(request), email) is not None:
+        return again("Too many sign-in attempts. Wait 15 minutes and try again.", 429)
+    try:
+        user = service.authenticate(session, email=email, password=password)
+    except ApiError:
+        return again("The email or password is wrong. Check both and try again.", 401)
+    token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
+    return _signed_in(request, token, next)
+
+
+@router.post("/logout")
+def logout(auth: OptionalAuth, _csrf: Csrf) -> Response:
+    if auth is not None:
+        service.revoke(auth.device)
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+@router.get("/account/devices")
+def devices_page(request: Request, auth: OptionalAuth, session: SessionDep) -> Response:
+    if auth is None:
+        return RedirectResponse("/login?next=/account/devices", status_code=303)
+    devices = service.list_devices(session, auth.user)
+    return _render(
+        request,
+        "auth/devices.html",
+        devices=devices,
+        current_device_id=auth.device.id,
+        learner=auth.user,
+    )
+
+
+@router.post("/account/devices/{device_id}/revoke")
+def revoke_device(
+    device_id: uuid.UUID, auth: OptionalAuth, session: SessionDep, _csrf: Csrf
+) -> Response:
+    if auth is None:
+        return RedirectResponse("/login?next=/account/devices", status_code=303)
+    with contextlib.suppress(ApiError):  # already signed out, or not yours: the list tells
+        service.revoke_device(session, auth.user, device_id)
+    if device_id == auth.device.id:
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+    return RedirectResponse("/account/devices", status_code=303)

@@ -1,0 +1,73 @@
+"""In-process sliding-window rate limits for login and registration.
+
+Each key (client IP, or IP + email) keeps the times of its recent attempts; an attempt is refused
+while `limit` attempts fall inside the last `window_s` seconds. State lives in the process, so with
+several server processes each enforces its own window (the effective limit is `limit * processes`);
+behind a proxy run uvicorn with `--forwarded-allow-ips` so the client IP is the real one.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+MAX_KEYS = 100_000
+
+
+@dataclass
+class SlidingWindow:
+    limit: int
+    window_s: float
+    clock: Callable[[], float] = time.monotonic
+    _hits: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hit(self, key: str) -> float | None:
+        """Record an attempt. None if allowed, else the seconds until one would be."""
+        now = self.clock()
+        with self._lock:
+            hits = self._hits.get(key)
+            if hits is None:
+                if len(self._hits) >= MAX_KEYS:
+                    self._prune(now)
+                hits = self._hits[key] = deque()
+            while hits and hits[0] <= now - self.window_s:
+                hits.popleft()
+            if len(hits) >= self.limit:
+                return max(hits[0] + self.window_s - now, 0.0)
+            hits.append(now)
+            return None
+
+    def _prune(self, now: float) -> None:
+        stale = [k for k, h in self._hits.items() if not h or h[-1] <= now - self.window_s]
+        for key in stale:
+            del self._hits[key]
+        if len(self._hits) >= MAX_KEYS:  # still full of live keys: forget the oldest half
+            for key in list(self._hits)[: MAX_KEYS // 2]:
+                del self._hits[key]
+
+
+@dataclass
+class AuthRateLimits:
+    """Login: 10 per (IP, email) and 50 per IP per 15 minutes. Registration: 20 per IP per hour."""
+
+    login_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 900))
+    login_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(50, 900))
+    register_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
+
+    def check_login(self, ip: str, email: str) -> int | None:
+        return _first_refusal(
+            self.login_per_ip.hit(ip), self.login_per_account.hit(f"{ip}|{email.lower()}")
+        )
+
+    def check_register(self, ip: str) -> int | None:
+        return _first_refusal(self.register_per_ip.hit(ip))
+
+
+def _first_refusal(*waits: float | None) -> int | None:
+    refused = [w for w in waits if w is not None]
+    return max(1, math.ceil(max(refused))) if refused else None

@@ -1,0 +1,126 @@
+"""Accounts API under /api/v1 (register, tokens, devices, me) and the account pages."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Form, Request, Response, status
+
+from app.auth import service
+from app.auth.csrf import CSRFCookieMiddleware, csrf_context
+from app.auth.deps import CurrentAuth, CurrentLearner, account_context
+from app.auth.errors import ApiError, error_responses
+from app.auth.handlers import install_handlers
+from app.auth.pages import router as router
+from app.auth.ratelimit import AuthRateLimits
+from app.auth.schemas import DevicePublic, TokenPublic, UserCreate, UserPublic
+from app.config import get_settings
+from app.db import SessionDep
+
+api_router = APIRouter(tags=["accounts"])
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def rate_limits(request: Request) -> AuthRateLimits:
+    limits: AuthRateLimits = request.app.state.auth_rate_limits
+    return limits
+
+
+def _rate_limited(retry_after: int) -> ApiError:
+    return ApiError(
+        429,
+        "rate_limited",
+        f"Too many attempts from here. Wait {retry_after} seconds, then try again.",
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+@api_router.post(
+    "/auth/register",
+    status_code=status.HTTP_201_CREATED,
+    response_model=UserPublic,
+    responses=error_responses(409, 422, 429),
+)
+def register(request: Request, body: UserCreate, session: SessionDep) -> UserPublic:
+    """Create an account. Then get a token with POST /auth/token."""
+    wait = rate_limits(request).check_register(client_ip(request))
+    if wait is not None:
+        raise _rate_limited(wait)
+    user = service.register(
+        session, email=body.email, password=body.password, display_name=body.display_name
+    )
+    return UserPublic.model_validate(user)
+
+
+@api_router.post(
+    "/auth/token", response_model=TokenPublic, responses=error_responses(401, 422, 429)
+)
+def issue_token(
+    request: Request,
+    session: SessionDep,
+    username: Annotated[str, Form(max_length=320, description="The account's email.")],
+    password: Annotated[str, Form(max_length=256)],
+    device_name: Annotated[str, Form(max_length=120)] = "Mobile app",
+) -> TokenPublic:
+    """A new token for this device (OAuth2 password form). Send it as `Authorization: Bearer`."""
+    wait = rate_limits(request).check_login(client_ip(request), username)
+    if wait is not None:
+        raise _rate_limited(wait)
+    user = service.authenticate(session, email=username, password=password)
+    token = service.issue_token(session, user, device_name=device_name, kind="api")
+    return TokenPublic(access_token=token)
+
+
+@api_router.delete(
+    "/auth/token",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403),
+)
+def revoke_token(auth: CurrentAuth) -> Response:
+    """Sign this device out: the token in use stops working at once."""
+    service.revoke(auth.device)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@api_router.get("/auth/devices", response_model=list[DevicePublic], responses=error_responses(401))
+def list_devices(auth: CurrentAuth, session: SessionDep) -> list[DevicePublic]:
+    """Every device signed in to this account ("my devices")."""
+    return [
+        DevicePublic.model_validate(device).model_copy(
+            update={"current": device.id == auth.device.id}
+        )
+        for device in service.list_devices(session, auth.user)
+    ]
+
+
+@api_router.delete(
+    "/auth/devices/{device_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 404, 422),
+)
+def revoke_device(device_id: uuid.UUID, learner: CurrentLearner, session: SessionDep) -> Response:
+    """Sign one of your devices out (a lost phone, a shared computer)."""
+    service.revoke_device(session, learner, device_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@api_router.get("/me", response_model=UserPublic, responses=error_responses(401))
+def me(learner: CurrentLearner) -> UserPublic:
+    """The signed-in learner."""
+    return UserPublic.model_validate(learner)
+
+
+def install(app: FastAPI) -> None:
+    from app.web.templating import add_context_processor
+
+    app.state.auth_rate_limits = AuthRateLimits()
+    add_context_processor(csrf_context)
+    add_context_processor(account_context)
+    install_handlers(app)
+    app.add_middleware(CSRFCookieMiddleware, secure=get_settings().base_url.startswith("https://"))

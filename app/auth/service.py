@@ -1,0 +1,131 @@
+"""Accounts: register, authenticate, issue and revoke per-device tokens. No FastAPI here."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.auth import repository, security
+from app.auth.errors import ApiError
+from app.auth.models import DeviceToken, User
+
+# Writing last_used_at on every request would turn every read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class AuthContext:
+    """Who is calling, with which device token, and how it reached us."""
+
+    user: User
+    device: DeviceToken
+    via: str  # "bearer" | "cookie"
+
+
+def normalize_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def register(session: Session, *, email: str, password: str, display_name: str) -> User:
+    email = normalize_email(email)
+    if repository.get_user_by_email(session, email) is not None:
+        raise _email_taken()
+    user = User(
+        id=uuid.uuid4(),
+        email=email,
+        display_name=display_name.strip(),
+        password_hash=security.hash_password(password),
+        created_at=datetime.now(UTC),
+    )
+    try:
+        with session.begin_nested():  # a concurrent registration of the same email loses here
+            repository.add(session, user)
+    except IntegrityError as exc:
+        raise _email_taken() from exc
+    return user
+
+
+def _email_taken() -> ApiError:
+    return ApiError(
+        409,
+        "email_taken",
+        "An account with this email exists already. Sign in, or register with another email.",
+    )
+
+
+def authenticate(session: Session, *, email: str, password: str) -> User:
+    user = repository.get_user_by_email(session, normalize_email(email))
+    if user is None:
+        security.verify_password(security.dummy_hash(), password)
+        raise _invalid_credentials()
+    if not security.verify_password(user.password_hash, password):
+        raise _invalid_credentials()
+    if security.needs_rehash(user.password_hash):
+        user.password_hash = security.hash_password(password)
+    return user
+
+
+def _invalid_credentials() -> ApiError:
+    return ApiError(
+        401,
+        "invalid_credentials",
+        "The email or password is wrong. Check both and try again.",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def issue_token(session: Session, user: User, *, device_name: str, kind: str) -> str:
+    """A new device token for `user`; the raw token is returned once and never stored."""
+    token = security.new_device_token()
+    now = datetime.now(UTC)
+    repository.add(
+        session,
+        DeviceToken(
+            id=uuid.uuid4(),
+            user_id=user.id,
+            token_hash=security.token_digest(token),
+            name=(device_name.strip() or "Unnamed device")[:120],
+            kind=kind,
+            created_at=now,
+            last_used_at=now,
+        ),
+    )
+    return token
+
+
+def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | None:
+    found = repository.get_active_token(session, security.token_digest(token))
+    if found is None:
+        return None
+    device, user = found
+    now = datetime.now(UTC)
+    if _aware(device.last_used_at) < now - LAST_USED_RESOLUTION:
+        device.last_used_at = now
+    return AuthContext(user=user, device=device, via=via)
+
+
+def revoke(device: DeviceToken) -> None:
+    repository.mark_revoked(device, datetime.now(UTC))
+
+
+def list_devices(session: Session, user: User) -> list[DeviceToken]:
+    return repository.list_active_devices(session, user.id)
+
+
+def revoke_device(session: Session, user: User, device_id: uuid.UUID) -> None:
+    """Sign one of the learner's devices out. Another learner's device id is simply not found."""
+    device = repository.get_device_of_user(session, user.id, device_id)
+    if device is None:
+        raise ApiError(
+            404, "not_found", "No signed-in device with this id. Reload your device list."
+        )
+    revoke(device)
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands datetimes back without a zone; everything we store is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

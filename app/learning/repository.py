@@ -1,0 +1,109 @@
+"""Queries for progress: events (inserted once), merged lesson rows, the learner's cursor."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.learning.models import LessonProgress, ProgressCursor, ProgressEvent
+
+
+def _insert(session: Session, table: Any) -> Any:
+    dialect = session.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+def lock_cursor(session: Session, user_id: uuid.UUID) -> ProgressCursor:
+    """The learner's cursor row, locked until the transaction ends.
+
+    The INSERT comes first on purpose: on SQLite any write statement takes the database's write
+    lock, so no stale snapshot is read before it; on PostgreSQL FOR UPDATE locks the row. Either
+    way one learner's concurrent syncs run one after the other.
+    """
+    session.execute(
+        _insert(session, ProgressCursor)
+        .values(user_id=user_id, version=0)
+        .on_conflict_do_nothing(index_elements=["user_id"])
+    )
+    return session.scalars(
+        select(ProgressCursor)
+        .where(ProgressCursor.user_id == user_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).one()
+
+
+def current_version(session: Session, user_id: uuid.UUID) -> int:
+    version = session.scalar(
+        select(ProgressCursor.version).where(ProgressCursor.user_id == user_id)
+    )
+    return int(version or 0)
+
+
+def insert_new_events(
+    session: Session, user_id: uuid.UUID, rows: Sequence[dict[str, Any]]
+) -> set[str]:
+    """Insert events whose (learner, client id) is new; returns the client ids inserted.
+
+    ON CONFLICT DO NOTHING makes a retried or duplicated event a no-op, also when two requests
+    carry it at the same moment (the unique constraint decides, not a prior SELECT).
+    """
+    if not rows:
+        return set()
+    statement = (
+        _insert(session, ProgressEvent)
+        .values([{**row, "user_id": user_id} for row in rows])
+        .on_conflict_do_nothing(index_elements=["user_id", "client_id"])
+        .returning(ProgressEvent.client_id)
+    )
+    return set(session.scalars(statement).all())
+
+
+def lessons_for_update(
+    session: Session, user_id: uuid.UUID, lesson_ids: Sequence[str]
+) -> dict[str, LessonProgress]:
+    rows = session.scalars(
+        select(LessonProgress).where(
+            LessonProgress.user_id == user_id, LessonProgress.lesson_id.in_(list(lesson_ids))
+        )
+    )
+    return {row.lesson_id: row for row in rows}
+
+
+def lessons_changed_since(session: Session, user_id: uuid.UUID, since: int) -> list[LessonProgress]:
+    return list(
+        session.scalars(
+            select(LessonProgress)
+            .where(LessonProgress.user_id == user_id, LessonProgress.version > since)
+            .order_by(LessonProgress.lesson_id)
+        )
+    )
+
+
+def get_lesson(session: Session, user_id: uuid.UUID, lesson_id: str) -> LessonProgress | None:
+    return session.get(LessonProgress, (user_id, lesson_id))
+
+
+def save_lesson(
+    session: Session,
+    existing: LessonProgress | None,
+    *,
+    user_id: uuid.UUID,
+    lesson_id: str,
+    state: dict[str, Any],
+    version: int,
+    now: datetime,
+) -> LessonProgress:
+    if existing is None:
+        existing = LessonProgress(user_id=user_id, lesson_id=lesson_id)
+        session.add(existing)
+    existing.state = state  # a new dict: the JSON column sees the change
+    existing.version = version
+    existing.updated_at = now
+    return existing

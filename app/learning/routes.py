@@ -1,0 +1,167 @@
+"""The learning API under /api/v1: the course, lessons in a locale, quiz answers, progress sync."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Header, Path, Query, Response
+
+from app.auth.deps import CurrentLearner, OptionalLearner
+from app.auth.errors import ApiError, error_responses
+from app.content import service as content
+from app.content.localized import LocalizedCourse, LocalizedLesson
+from app.db import SessionDep
+from app.i18n import negotiate
+from app.learning import service
+from app.learning.schemas import (
+    LessonProgressPublic,
+    ProgressEventsIn,
+    ProgressState,
+    QuizAnswerIn,
+    QuizVerdictPublic,
+)
+
+api_router = APIRouter(tags=["learning"])
+
+LocaleQuery = Annotated[
+    str | None,
+    Query(max_length=35, description="en, tr or pt-BR; wins over Accept-Language."),
+]
+AcceptLanguage = Annotated[str | None, Header(max_length=500)]
+IfNoneMatch = Annotated[
+    str | None, Header(max_length=500, description="An ETag from an earlier answer.")
+]
+ContentIdPath = Annotated[str, Path(min_length=1, max_length=100)]
+
+_CACHED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            "ETag": {"schema": {"type": "string"}},
+            "Content-Language": {"schema": {"type": "string"}},
+        }
+    },
+    304: {"description": "Not modified: the ETag you sent is still current."},
+}
+
+
+def _not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"There is no {what}. GET /api/v1/courses lists the lessons.")
+
+
+def _conditional(
+    response: Response, etag: str, locale: str, if_none_match: str | None
+) -> Response | None:
+    """Sets the caching headers; returns a 304 when the client's copy is current."""
+    headers = {"ETag": etag, "Content-Language": locale, "Vary": "Accept-Language"}
+    if if_none_match is not None:
+        sent = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        if etag in sent or "*" in sent:
+            return Response(status_code=304, headers=headers)
+    response.headers.update(headers)
+    return None
+
+
+@api_router.get(
+    "/courses",
+    response_model=LocalizedCourse,
+    responses={**_CACHED, **error_responses(422)},
+)
+def read_course(
+    response: Response,
+    locale: LocaleQuery = None,
+    accept_language: AcceptLanguage = None,
+    if_none_match: IfNoneMatch = None,
+) -> LocalizedCourse | Response:
+    """The course with its lessons in order, in the requested locale."""
+    served = negotiate(None, locale, accept_language)
+    course = content.localized_course(served)
+    return _conditional(response, course.etag, served, if_none_match) or course
+
+
+@api_router.get(
+    "/lessons/{lesson_id}",
+    response_model=LocalizedLesson,
+    responses={**_CACHED, **error_responses(404, 422)},
+)
+def read_lesson(
+    response: Response,
+    lesson_id: ContentIdPath,
+    locale: LocaleQuery = None,
+    accept_language: AcceptLanguage = None,
+    if_none_match: IfNoneMatch = None,
+) -> LocalizedLesson | Response:
+    """Steps, quiz (without answers), exercises; `fallback_fields` lists what is in English."""
+    served = negotiate(None, locale, accept_language)
+    try:
+        lesson = content.localized_lesson(lesson_id, served)
+    except content.ContentNotFound as exc:
+        raise _not_found(f"lesson {lesson_id!r}") from exc
+    return _conditional(response, lesson.etag, served, if_none_match) or lesson
+
+
+@api_router.post(
+    "/quiz/{lesson_id}/{question_id}",
+    response_model=QuizVerdictPublic,
+    responses=error_responses(401, 403, 404, 422),
+)
+def answer_quiz(
+    lesson_id: ContentIdPath,
+    question_id: ContentIdPath,
+    body: QuizAnswerIn,
+    session: SessionDep,
+    learner: OptionalLearner,
+    locale: LocaleQuery = None,
+    accept_language: AcceptLanguage = None,
+) -> QuizVerdictPublic:
+    """Whether `choice` is right, with the explanation; saved to progress when signed in."""
+    served = negotiate(None, locale, accept_language)
+    try:
+        verdict = content.check_answer(lesson_id, question_id, body.choice, served)
+    except content.ContentNotFound as exc:
+        raise _not_found(f"question {question_id!r} in lesson {lesson_id!r}") from exc
+    recorded = False
+    if learner is not None:
+        rejected = service.record_quiz_answer(
+            session, learner.id, lesson_id, question_id, body.choice
+        )
+        recorded = not rejected
+    return QuizVerdictPublic(
+        correct=verdict.correct, explanation=verdict.explanation, recorded=recorded
+    )
+
+
+@api_router.post(
+    "/progress/events",
+    response_model=ProgressState,
+    responses=error_responses(401, 403, 422),
+)
+def sync_progress(
+    body: ProgressEventsIn, learner: CurrentLearner, session: SessionDep
+) -> ProgressState:
+    """Send events (each once or many times: duplicates change nothing); get the merged state."""
+    return service.sync(session, learner.id, body.events, since=body.since)
+
+
+@api_router.get("/progress", response_model=ProgressState, responses=error_responses(401, 422))
+def read_progress(
+    learner: CurrentLearner,
+    session: SessionDep,
+    since: Annotated[int | None, Query(ge=0, description="The cursor from your last sync.")] = None,
+) -> ProgressState:
+    """Your merged progress: every lesson, or only lessons changed since the cursor."""
+    return service.changes_since(session, learner.id, since)
+
+
+def _lesson_progress_for_page(
+    learner: OptionalLearner, session: SessionDep, lesson_id: str
+) -> LessonProgressPublic | None:
+    """The lesson page's progress: completed steps and where to resume, for a signed-in learner."""
+    if learner is None:
+        return None
+    return service.lesson_progress(session, learner.id, lesson_id)
+
+
+def install(app: FastAPI) -> None:
+    from app.web.progress import lesson_progress
+
+    app.dependency_overrides[lesson_progress] = _lesson_progress_for_page
