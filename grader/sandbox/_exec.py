@@ -2,11 +2,19 @@
 
     python -I -S _exec.py '<json>'
 
-It applies, in this order and in its own process (so the grader never needs `preexec_fn`):
-join the job's cgroups (while still privileged), set the rlimits, drop to the sandbox uid/gid
-with no supplementary groups, then exec the command with exactly the given environment.
+In its own process (so the grader never needs `preexec_fn`), in this order: join the job's
+cgroups (while still privileged); with "reveal", enter a private mount namespace and expose the
+given paths where the sandbox uid can reach them (see below); set the rlimits; drop to the
+sandbox uid/gid with no supplementary groups; exec the command with exactly the given environment.
+
+"reveal": bwrap runs as the unprivileged uid and resolves every bind source itself, so it cannot
+bind a path below a directory that uid cannot traverse (the Python install under /root, 0700).
+Rather than loosening host permissions, the wrapper (still root) covers each such top directory
+with an empty tmpfs in a mount namespace of its own and binds back only the paths the sandbox
+needs. The host never sees these mounts; they vanish with the job.
 """
 
+import ctypes
 import json
 import os
 import resource
@@ -19,6 +27,55 @@ _RLIMITS = {
     "nproc": resource.RLIMIT_NPROC,
     "nofile": resource.RLIMIT_NOFILE,
 }
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+MS_PRIVATE = 1 << 18
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _enc(s: str | None) -> bytes | None:
+    return None if s is None else s.encode()
+
+
+def _mount(
+    src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
+    enc = _enc
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def _hidden_top(path: str) -> str | None:
+    """The topmost ancestor of `path` that others cannot traverse, or None."""
+    current = "/"
+    for part in path.strip("/").split("/")[:-1]:
+        current = os.path.join(current, part)
+        if not os.stat(current).st_mode & 0o001:
+            return current
+    return None
+
+
+def reveal(paths: list[str]) -> None:
+    _check(_libc.unshare(CLONE_NEWNS), "unshare")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    tops: dict[str, list[str]] = {}
+    for path in paths:
+        top = _hidden_top(path)
+        if top is not None:
+            tops.setdefault(top, []).append(path)
+    for top, below in sorted(tops.items()):
+        fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in below]
+        _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        for path, fd in fds:
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+            os.close(fd)
 
 
 def main() -> None:
@@ -30,6 +87,8 @@ def main() -> None:
             os.write(fd, pid)
         finally:
             os.close(fd)
+    if spec.get("reveal"):
+        reveal(spec["reveal"])
     for name, value in spec.get("rlimits", {}).items():
         _soft, hard = resource.getrlimit(_RLIMITS[name])
         value = int(value)
@@ -42,7 +101,7 @@ def main() -> None:
         os.setresgid(gid, gid, gid)
     if uid is not None:
         os.setresuid(uid, uid, uid)
-        if os.geteuid() != uid or os.getuid() != uid:
+        if os.geteuid() != uid or os.getuid() != uid or os.getegid() != gid:
             raise SystemExit("rdv-sandbox: could not drop privileges")
     os.execve(spec["argv"][0], spec["argv"], spec.get("env", {}))
 
