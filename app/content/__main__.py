@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.config import get_settings
 from app.content.loader import display_path, load_catalog
-from app.content.schemas import Course, Lesson
+from app.content.schemas import json_schema
 
 
 def validate(lessons_dir: Path) -> int:
@@ -23,14 +23,6 @@ def validate(lessons_dir: Path) -> int:
     )
     print(summary, file=sys.stderr)
     return 1 if catalog.problems else 0
-
-
-def json_schema(kind: str) -> dict[str, object]:
-    model = Lesson if kind == "lesson" else Course
-    schema = model.model_json_schema(by_alias=True)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "Rendezvous lesson.yaml" if kind == "lesson" else "Rendezvous course.yaml"
-    return schema
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -127,3 +127,11 @@ class Course(_Strict):
     summary: Text
     lessons: list[Slug] = Field(min_length=1, description="Lesson ids, in teaching order")
     faq: list[FaqEntry] = Field(default_factory=list)
+
+
+def json_schema(kind: str) -> dict[str, object]:
+    model = Lesson if kind == "lesson" else Course
+    schema = model.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Rendezvous lesson.yaml" if kind == "lesson" else "Rendezvous course.yaml"
+    return schema

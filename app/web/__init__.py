@@ -1,0 +1,1 @@
+"""Page routes: thin handlers that call the services and render templates."""

@@ -1,0 +1,133 @@
+// Lesson page: one step card at a time (buttons, links, arrow keys) and the quick check.
+// Without JavaScript the same links and forms work as ordinary page loads.
+(function () {
+  "use strict";
+
+  var steps = document.getElementById("steps");
+  if (steps) setUpSteps(steps);
+  document.querySelectorAll("form.quiz-question[data-api]").forEach(setUpQuestion);
+
+  function setUpSteps(root) {
+    var cards = Array.prototype.slice.call(root.querySelectorAll(".step-card"));
+    var status = document.getElementById("step-status");
+    var meter = root.querySelector(".step-meter span");
+    var prev = root.querySelector('[data-step-nav="prev"]');
+    var next = root.querySelector('[data-step-nav="next"]');
+    var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
+    var current = parseInt(root.getAttribute("data-current"), 10) || 1;
+    var total = cards.length;
+
+    function stepUrl(index) {
+      var url = new URL(window.location.href);
+      url.searchParams.set("step", String(index));
+      url.hash = "steps";
+      return url;
+    }
+
+    function setLink(link, index, disabled) {
+      if (!link) return;
+      link.setAttribute("href", stepUrl(index).pathname + stepUrl(index).search + "#steps");
+      if (disabled) link.setAttribute("aria-disabled", "true");
+      else link.removeAttribute("aria-disabled");
+    }
+
+    function show(index, moveFocus) {
+      if (index < 1 || index > total || index === current) return;
+      current = index;
+      cards.forEach(function (card, i) { card.hidden = i + 1 !== index; });
+      var card = cards[index - 1];
+      status.textContent = card.getAttribute("data-progress-label");
+      if (meter) meter.style.width = (100 * index / total).toFixed(1) + "%";
+      root.setAttribute("data-current", String(index));
+      setLink(prev, Math.max(index - 1, 1), index <= 1);
+      setLink(next, Math.min(index + 1, total), index >= total);
+      root.querySelectorAll("[data-step-link]").forEach(function (link) {
+        if (parseInt(link.getAttribute("data-step-link"), 10) === index) link.setAttribute("aria-current", "step");
+        else link.removeAttribute("aria-current");
+      });
+      var url = stepUrl(index);
+      history.replaceState({ step: index }, "", url.pathname + url.search + url.hash);
+      if (moveFocus) {
+        var title = card.querySelector(".step-card__title");
+        if (title) title.focus({ preventScroll: false });
+      }
+      document.dispatchEvent(new CustomEvent("rdv:step", {
+        detail: { lessonId: lessonId, stepId: card.getAttribute("data-step-id"), index: index, total: total }
+      }));
+    }
+
+    function onNav(event, delta) {
+      event.preventDefault();
+      show(current + delta, true);
+    }
+    if (prev) prev.addEventListener("click", function (event) { onNav(event, -1); });
+    if (next) next.addEventListener("click", function (event) { onNav(event, 1); });
+    root.querySelectorAll("[data-step-link]").forEach(function (link) {
+      link.addEventListener("click", function (event) {
+        event.preventDefault();
+        show(parseInt(link.getAttribute("data-step-link"), 10), true);
+      });
+    });
+
+    document.addEventListener("keydown", function (event) {
+      if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+      if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
+      if (isTyping(event.target)) return;
+      event.preventDefault();
+      show(current + (event.key === "ArrowRight" ? 1 : -1), true);
+    });
+
+    // Tell listeners (progress sync) which step is shown at load.
+    document.dispatchEvent(new CustomEvent("rdv:step", {
+      detail: { lessonId: lessonId, stepId: cards[current - 1] && cards[current - 1].getAttribute("data-step-id"), index: current, total: total }
+    }));
+  }
+
+  function isTyping(target) {
+    if (!target || !target.closest) return false;
+    if (target.isContentEditable) return true;
+    return Boolean(target.closest("input, textarea, select, [contenteditable], .cm-editor, [role=textbox], [role=radiogroup]"))
+      || (target.type === "radio");
+  }
+
+  function setUpQuestion(form) {
+    var feedback = form.querySelector(".quiz-feedback");
+    var button = form.querySelector('button[type="submit"]');
+    var fallback = false;
+    form.addEventListener("submit", function (event) {
+      if (fallback) return; // the API did not answer: let the form post to the page
+      var checked = form.querySelector('input[name="choice"]:checked');
+      if (!checked) return;
+      event.preventDefault();
+      button.disabled = true;
+      var headers = { "Content-Type": "application/json", "Accept": "application/json" };
+      var token = document.querySelector('meta[name="csrf-token"]');
+      if (token) headers["X-CSRF-Token"] = token.getAttribute("content");
+      fetch(form.getAttribute("data-api"), {
+        method: "POST", credentials: "same-origin", headers: headers,
+        body: JSON.stringify({ choice: checked.value })
+      }).then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      }).then(function (data) {
+        showVerdict(feedback, Boolean(data.correct), data.explanation || "");
+        button.disabled = false;
+      }).catch(function () {
+        fallback = true;
+        button.disabled = false;
+        form.submit();
+      });
+    });
+  }
+
+  function showVerdict(feedback, correct, explanation) {
+    feedback.textContent = "";
+    var p = document.createElement("p");
+    p.className = "verdict " + (correct ? "verdict--correct" : "verdict--wrong");
+    var strong = document.createElement("strong");
+    strong.textContent = feedback.getAttribute(correct ? "data-correct-label" : "data-wrong-label");
+    p.appendChild(strong);
+    p.appendChild(document.createTextNode(" " + explanation));
+    feedback.appendChild(p);
+  }
+})();
