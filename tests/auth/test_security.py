@@ -1,0 +1,40 @@
+from app.auth import security
+from app.auth.ratelimit import AuthRateLimits, SlidingWindow
+
+
+def test_passwords_are_argon2id_hashed_and_verified() -> None:
+    hashed = security.hash_password("correct horse battery")
+    assert hashed.startswith("$argon2id$")
+    assert "correct horse" not in hashed
+    assert security.verify_password(hashed, "correct horse battery")
+    assert not security.verify_password(hashed, "Correct horse battery")
+    assert not security.verify_password("not-a-hash", "anything")
+
+
+def test_device_tokens_are_random_and_stored_only_as_sha256() -> None:
+    first, second = security.new_device_token(), security.new_device_token()
+    assert first != second
+    assert first.startswith("rdv_") and len(first) > 40
+    digest = security.token_digest(first)
+    assert len(digest) == 64 and first not in digest
+    assert digest == security.token_digest(first)
+
+
+def test_sliding_window_refuses_over_the_limit_and_recovers() -> None:
+    now = [1000.0]
+    window = SlidingWindow(limit=3, window_s=60, clock=lambda: now[0])
+    assert [window.hit("k") for _ in range(3)] == [None, None, None]
+    wait = window.hit("k")
+    assert wait is not None and 0 < wait <= 60
+    assert window.hit("other") is None  # keys are independent
+    now[0] += 61
+    assert window.hit("k") is None
+
+
+def test_login_limit_is_per_ip_and_email() -> None:
+    limits = AuthRateLimits()
+    for _ in range(10):
+        assert limits.check_login("1.2.3.4", "a@example.org") is None
+    assert limits.check_login("1.2.3.4", "A@example.org") is not None  # case does not matter
+    assert limits.check_login("1.2.3.4", "b@example.org") is None
+    assert limits.check_login("5.6.7.8", "a@example.org") is None
