@@ -22,6 +22,7 @@ ROUTE_MODULES: list[str] = [
     "app.web.routes",
     "app.auth.routes",
     "app.learning.routes",
+    "app.submissions.routes",
 ]
 
 

@@ -1,0 +1,1 @@
+"""Submissions: submit code, queue it for the grader, store the Result, stream live events."""

@@ -1,0 +1,82 @@
+"""Errors a learner sees: a stable code, an HTTP status and a sentence saying what to do next.
+
+Messages are English msgids (marked with `N_` for extraction) translated when the response is
+written; `params` fill the placeholders after translation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def N_(message: str) -> str:  # the conventional gettext marker
+    return message
+
+
+class SubmissionError(Exception):
+    status_code = 400
+    code = "submission_error"
+    message = N_("The submission could not be accepted.")
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(self.message.format(**params) if params else self.message)
+        self.params = params
+
+
+class CodeTooLarge(SubmissionError):
+    status_code = 413
+    code = "code_too_large"
+    message = N_(
+        "Your program is {size_kib} KiB, but the limit is {limit_kib} KiB. "
+        "Remove large data or long comments and submit again."
+    )
+
+
+class CodeEmpty(SubmissionError):
+    status_code = 422
+    code = "code_empty"
+    message = N_("Your program is empty. Write your code in the editor, then submit.")
+
+
+class TooManyInFlight(SubmissionError):
+    status_code = 429
+    code = "too_many_in_flight"
+    message = N_(
+        "You already have {count} submissions being graded, the most at once. "
+        "Wait for one to finish, then submit again."
+    )
+
+
+class ExerciseNotFound(SubmissionError):
+    status_code = 404
+    code = "exercise_not_found"
+    message = N_("There is no exercise called “{exercise}”. Check its id and try again.")
+
+
+class SubmissionNotFound(SubmissionError):
+    status_code = 404
+    code = "submission_not_found"
+    message = N_(
+        "There is no submission with this id among yours. Check the link, or submit again."
+    )
+
+
+class IdempotencyKeyReused(SubmissionError):
+    status_code = 409
+    code = "idempotency_key_reused"
+    message = N_(
+        "This Idempotency-Key was already used for a different program or exercise. "
+        "Send a new key with each new submission."
+    )
+
+
+class DraftTooLarge(SubmissionError):
+    status_code = 413
+    code = "draft_too_large"
+    message = N_("This draft is larger than {limit_kib} KiB and was not saved. Shorten it first.")
+
+
+class DraftNotFound(SubmissionError):
+    status_code = 404
+    code = "draft_not_found"
+    message = N_("You have no saved draft for this exercise yet.")

@@ -1,0 +1,256 @@
+"""The procrastinate backend, web side: hand queued submissions to grader workers (queues
+`cpu` and `gpu`) and store what they send back on the `results` queue.
+
+Task names and argument shapes are the contract with `grader/worker.py`, which never imports
+`app/`; tests/submissions/test_queue_contract.py pins that both sides agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import uuid
+from typing import Any
+
+import procrastinate
+import psycopg
+from procrastinate import exceptions as pq_errors
+from procrastinate.schema import SchemaManager
+
+from app.submissions import jobs
+from app.submissions import repository as repo
+from app.submissions.backends import SessionFactory
+from app.submissions.errors import N_
+from app.submissions.exercises import SpecLookup, spec_from_content
+from app.submissions.models import Submission, utcnow
+from grader.contract import Job, Result
+
+log = logging.getLogger(__name__)
+
+GRADE_TASK = "rendezvous.grade"
+EVENTS_TASK = "rendezvous.submission_events"
+RESULT_TASK = "rendezvous.submission_result"
+RESULTS_QUEUE = "results"
+SCHEMA_LOCK_ID = 727_001  # pg_advisory_lock key while creating procrastinate's tables
+
+QUEUE_GAVE_UP = N_(
+    "The grading queue gave up on your program after the grading machine stopped. "
+    "This is our fault and does not count against you: please submit again."
+)
+
+
+def queue_for(job: Job) -> str:
+    return "gpu" if job.spec.launch.device == "cuda" else "cpu"
+
+
+async def ensure_schema(conninfo: str) -> None:
+    """Create procrastinate's tables once, whoever (web or worker) starts first."""
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
+        try:
+            row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+            if row is None or row[0] is None:
+                await conn.execute(SchemaManager.get_schema())
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
+
+
+class ResultStore:
+    """Applies what grader workers send back. Every call is one unit of work."""
+
+    def __init__(self, session_factory: SessionFactory) -> None:
+        self._uow = session_factory
+
+    def events(
+        self, submission_id: str, attempt: int, worker: str, events: list[dict[str, Any]]
+    ) -> None:
+        sid = uuid.UUID(submission_id)
+        with self._uow() as session:
+            submission = repo.get(session, sid)
+            if submission is None or not jobs.is_unfinished(submission.status):
+                return
+            if attempt < submission.attempts:
+                return  # a late line from an attempt the queue already gave up on
+            for event in events:
+                status = (event.get("data") or {}).get("status")
+                if event.get("kind") == "status" and status == "starting":
+                    repo.mark_running(
+                        session, submission_id=sid, attempt=attempt, owner=worker, now=utcnow()
+                    )
+                elif event.get("kind") == "status" and status == "retrying":
+                    repo.requeue(session, submission_id=sid, owner=None, redispatch=False)
+            jobs.record_events(session, sid, attempt, events)
+
+    def result(self, submission_id: str, attempt: int, result: dict[str, Any]) -> None:
+        with self._uow() as session:
+            jobs.complete(
+                session,
+                uuid.UUID(submission_id),
+                Result.model_validate(result),
+                attempt=attempt,
+                owner=None,
+            )
+
+
+def build_app(conninfo: str, store: ResultStore) -> procrastinate.App:
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
+
+    @app.task(name=EVENTS_TASK, queue=RESULTS_QUEUE)
+    async def store_events(
+        submission_id: str, attempt: int, worker: str, events: list[dict[str, Any]]
+    ) -> None:
+        await asyncio.to_thread(store.events, submission_id, attempt, worker, events)
+
+    @app.task(name=RESULT_TASK, queue=RESULTS_QUEUE)
+    async def store_result(submission_id: str, attempt: int, result: dict[str, Any]) -> None:
+        await asyncio.to_thread(store.result, submission_id, attempt, result)
+
+    return app
+
+
+class ProcrastinateBackend:
+    """Defers each committed submission to a grader worker's queue; stores results it gets back."""
+
+    name = "procrastinate"
+
+    def __init__(
+        self,
+        session_factory: SessionFactory,
+        *,
+        conninfo: str,
+        max_attempts: int = 2,
+        spec_for: SpecLookup = spec_from_content,
+        results_worker: bool = True,
+        poll_seconds: float = 1.0,
+        sweep_seconds: float = 10.0,
+    ) -> None:
+        self._uow = session_factory
+        self.conninfo = conninfo
+        self._max_attempts = max_attempts
+        self._spec_for = spec_for
+        self._results_worker = results_worker
+        self._poll_seconds = poll_seconds
+        self._sweep_seconds = sweep_seconds
+        self.store = ResultStore(session_factory)
+        self.app = build_app(conninfo, self.store)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_loop, name="grading-queue", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+
+    def wake(self) -> None:
+        if self._loop is not None and self._wakeup is not None:
+            self._loop.call_soon_threadsafe(self._wakeup.set)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _run_loop(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wakeup, self._stop = asyncio.Event(), asyncio.Event()
+        try:
+            await ensure_schema(self.conninfo)
+            await self.app.open_async()
+        finally:
+            self._ready.set()
+        side: list[asyncio.Task[Any]] = [asyncio.create_task(self._dispatch_forever())]
+        if self._results_worker:
+            side.append(
+                asyncio.create_task(
+                    self.app.run_worker_async(
+                        queues=[RESULTS_QUEUE],
+                        name="rendezvous-web-results",
+                        concurrency=4,
+                        install_signal_handlers=False,
+                        delete_jobs="successful",
+                    )
+                )
+            )
+        await self._stop.wait()
+        for task in side:
+            task.cancel()
+        await asyncio.gather(*side, return_exceptions=True)
+        await self.app.close_async()
+
+    async def _dispatch_forever(self) -> None:
+        assert self._wakeup is not None
+        next_sweep = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if loop.time() >= next_sweep:
+                    await self.sweep()
+                    next_sweep = loop.time() + self._sweep_seconds
+                await self.dispatch_pending()
+            except Exception:
+                log.exception("grading queue dispatcher failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)
+            self._wakeup.clear()
+
+    async def dispatch_pending(self) -> int:
+        """Defer every committed, not yet handed-over submission; returns how many."""
+        pending = await asyncio.to_thread(self._pending_jobs)
+        for submission, job in pending:
+            if job is None:
+                await asyncio.to_thread(self._fail, submission, jobs.NO_SPEC, submission.exercise)
+                continue
+            queue = queue_for(job)
+            try:
+                job_id: int | None = await self.app.configure_task(
+                    name=GRADE_TASK, queue=queue, queueing_lock=str(submission.id)
+                ).defer_async(job=job.model_dump(mode="json"), max_attempts=self._max_attempts)
+            except pq_errors.AlreadyEnqueued:
+                job_id = None  # deferred before a crash; that job still stands
+            await asyncio.to_thread(self._mark_dispatched, submission.id, queue, job_id)
+        return len(pending)
+
+    async def sweep(self) -> None:
+        """Results jobs of a dead web worker are retried; grade jobs the queue gave up on
+        end their submission as a platform error (never `running` forever)."""
+        for stalled in await self.app.job_manager.get_stalled_jobs(queue=RESULTS_QUEUE):
+            if stalled.id is not None:
+                await self.app.job_manager.retry_job(stalled)
+        for submission_id, job_id in await asyncio.to_thread(self._dispatched_unfinished):
+            status = await self.app.job_manager.get_job_status_async(job_id)
+            if status.value in ("failed", "cancelled", "aborted"):
+                await asyncio.to_thread(self._fail_by_id, submission_id, QUEUE_GAVE_UP)
+
+    def _pending_jobs(self) -> list[tuple[Submission, Job | None]]:
+        with self._uow() as session:
+            rows = repo.next_queued(session, limit=50, undispatched_only=True)
+            return [(row, jobs.build_job(row, self._spec_for)) for row in rows]
+
+    def _mark_dispatched(self, submission_id: uuid.UUID, queue: str, job_id: int | None) -> None:
+        with self._uow() as session:
+            repo.mark_dispatched(
+                session, submission_id=submission_id, queue=queue, job_id=job_id, now=utcnow()
+            )
+
+    def _dispatched_unfinished(self) -> list[tuple[uuid.UUID, int]]:
+        with self._uow() as session:
+            return repo.dispatched_unfinished(session)
+
+    def _fail(self, submission: Submission, message: str, exercise: str) -> None:
+        with self._uow() as session:
+            jobs.fail_for_platform(session, submission, message.format(exercise=exercise))
+
+    def _fail_by_id(self, submission_id: uuid.UUID, message: str) -> None:
+        with self._uow() as session:
+            submission = repo.get(session, submission_id)
+            if submission is not None:
+                jobs.fail_for_platform(session, submission, message)

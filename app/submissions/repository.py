@@ -1,0 +1,233 @@
+"""Queries on submissions, their events and drafts. Never commits (app/db.py does)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.submissions.models import (
+    QUEUED,
+    RUNNING,
+    UNFINISHED,
+    Draft,
+    Submission,
+    SubmissionEvent,
+    utcnow,
+)
+
+
+def get(session: Session, submission_id: uuid.UUID) -> Submission | None:
+    return session.get(Submission, submission_id)
+
+
+def get_for_user(
+    session: Session, *, user_id: uuid.UUID, submission_id: uuid.UUID
+) -> Submission | None:
+    return session.scalars(
+        select(Submission).where(Submission.id == submission_id, Submission.user_id == user_id)
+    ).one_or_none()
+
+
+def get_by_idempotency_key(session: Session, *, user_id: uuid.UUID, key: str) -> Submission | None:
+    return session.scalars(
+        select(Submission).where(Submission.user_id == user_id, Submission.idempotency_key == key)
+    ).one_or_none()
+
+
+def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Submission)
+            .where(Submission.user_id == user_id, Submission.status.in_(UNFINISHED))
+        )
+        or 0
+    )
+
+
+def queue_position(session: Session, submission: Submission) -> int:
+    """1 for the next submission to start: queued ones created before it, plus itself."""
+    ahead = session.scalar(
+        select(func.count())
+        .select_from(Submission)
+        .where(Submission.status == QUEUED, Submission.created_at < submission.created_at)
+    )
+    return int(ahead or 0) + 1
+
+
+def list_for_user(
+    session: Session, *, user_id: uuid.UUID, exercise: str | None, limit: int
+) -> Sequence[Submission]:
+    query = select(Submission).where(Submission.user_id == user_id)
+    if exercise is not None:
+        query = query.where(Submission.exercise == exercise)
+    return session.scalars(query.order_by(Submission.created_at.desc()).limit(limit)).all()
+
+
+def add_event(
+    session: Session,
+    *,
+    submission_id: uuid.UUID,
+    attempt: int,
+    kind: str,
+    rank: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> SubmissionEvent:
+    event = SubmissionEvent(
+        submission_id=submission_id, attempt=attempt, kind=kind, rank=rank, data=data or {}
+    )
+    session.add(event)
+    return event
+
+
+def events_after(
+    session: Session, *, submission_id: uuid.UUID, after_id: int, limit: int = 500
+) -> Sequence[SubmissionEvent]:
+    return session.scalars(
+        select(SubmissionEvent)
+        .where(SubmissionEvent.submission_id == submission_id, SubmissionEvent.id > after_id)
+        .order_by(SubmissionEvent.id)
+        .limit(limit)
+    ).all()
+
+
+# Job lifecycle. Each returns how many rows it changed: 0 means someone else got there first.
+
+
+def next_queued(session: Session, *, limit: int, undispatched_only: bool) -> Sequence[Submission]:
+    query = select(Submission).where(Submission.status == QUEUED)
+    if undispatched_only:
+        query = query.where(Submission.dispatched_at.is_(None))
+    return session.scalars(query.order_by(Submission.created_at).limit(limit)).all()
+
+
+def claim(session: Session, *, submission_id: uuid.UUID, owner: str, now: datetime) -> int:
+    """queued -> running for `owner`, counting the attempt."""
+    result = session.execute(
+        update(Submission)
+        .where(Submission.id == submission_id, Submission.status == QUEUED)
+        .values(
+            status=RUNNING,
+            attempts=Submission.attempts + 1,
+            lease_owner=owner,
+            heartbeat_at=now,
+            started_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def mark_dispatched(
+    session: Session, *, submission_id: uuid.UUID, queue: str, job_id: int | None, now: datetime
+) -> int:
+    result = session.execute(
+        update(Submission)
+        .where(Submission.id == submission_id, Submission.status == QUEUED)
+        .values(queue=queue, queue_job_id=job_id, dispatched_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def mark_running(
+    session: Session, *, submission_id: uuid.UUID, attempt: int, owner: str, now: datetime
+) -> int:
+    """A queue worker started (or restarted) the job: record its attempt and lease."""
+    result = session.execute(
+        update(Submission)
+        .where(Submission.id == submission_id, Submission.status.in_(UNFINISHED))
+        .values(
+            status=RUNNING, attempts=attempt, lease_owner=owner, heartbeat_at=now, started_at=now
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def heartbeat(session: Session, *, owner: str, now: datetime) -> int:
+    result = session.execute(
+        update(Submission)
+        .where(Submission.status == RUNNING, Submission.lease_owner == owner)
+        .values(heartbeat_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def running(session: Session) -> Sequence[Submission]:
+    return session.scalars(select(Submission).where(Submission.status == RUNNING)).all()
+
+
+def requeue(
+    session: Session, *, submission_id: uuid.UUID, owner: str | None, redispatch: bool = True
+) -> int:
+    """running -> queued. `redispatch=False` when the queue itself retries the same job."""
+    query = update(Submission).where(Submission.id == submission_id, Submission.status == RUNNING)
+    if owner is not None:
+        query = query.where(Submission.lease_owner == owner)
+    values: dict[str, Any] = {"status": QUEUED, "lease_owner": None, "heartbeat_at": None}
+    if redispatch:
+        values["dispatched_at"] = None
+    result = session.execute(query.values(**values).execution_options(synchronize_session=False))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def finish(
+    session: Session,
+    *,
+    submission_id: uuid.UUID,
+    status: str,
+    result: dict[str, Any],
+    owner: str | None,
+    now: datetime | None = None,
+) -> int:
+    """An unfinished submission gets its Result. The first result wins; later ones are dropped."""
+    query = update(Submission).where(
+        Submission.id == submission_id, Submission.status.in_(UNFINISHED)
+    )
+    if owner is not None:
+        query = query.where(Submission.lease_owner == owner)
+    outcome = session.execute(
+        query.values(
+            status=status, result=result, finished_at=now or utcnow(), lease_owner=None
+        ).execution_options(synchronize_session=False)
+    )
+    return int(outcome.rowcount)  # type: ignore[attr-defined]
+
+
+def get_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> Draft | None:
+    return session.get(Draft, (user_id, exercise))
+
+
+def put_draft(session: Session, *, user_id: uuid.UUID, exercise: str, code: str) -> Draft:
+    draft = get_draft(session, user_id=user_id, exercise=exercise)
+    if draft is None:
+        draft = Draft(user_id=user_id, exercise=exercise, code=code)
+        session.add(draft)
+    else:
+        draft.code = code
+        draft.updated_at = utcnow()
+    session.flush()
+    return draft
+
+
+def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
+    draft = get_draft(session, user_id=user_id, exercise=exercise)
+    if draft is not None:
+        session.delete(draft)
+
+
+def dispatched_unfinished(session: Session) -> list[tuple[uuid.UUID, int]]:
+    """(submission id, queue job id) of submissions handed to the queue and not yet ended."""
+    rows = session.execute(
+        select(Submission.id, Submission.queue_job_id).where(
+            Submission.status.in_(UNFINISHED), Submission.queue_job_id.is_not(None)
+        )
+    ).all()
+    return [(row[0], int(row[1])) for row in rows if row[1] is not None]

@@ -1,0 +1,233 @@
+"""HTTP for submissions: submit, read, stream live events, keep drafts. Thin: see service.py."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from app.auth.deps import CurrentLearner
+from app.auth.errors import ErrorBody
+from app.db import SessionDep, unit_of_work
+from app.i18n import LocaleDep, resolve_locale, translate
+from app.submissions import service, sse
+from app.submissions.backends import GradingBackend, make_backend
+from app.submissions.config import get_submission_settings
+from app.submissions.errors import DraftNotFound, SubmissionError
+from app.submissions.models import Submission
+from app.submissions.schemas import (
+    DraftPublic,
+    DraftUpdate,
+    SubmissionAccepted,
+    SubmissionCreate,
+    SubmissionList,
+    SubmissionPublic,
+    SubmissionSummary,
+)
+
+api_router = APIRouter(tags=["submissions"])
+
+SessionFactory = Callable[[], AbstractContextManager[Session]]
+
+
+def get_session_factory() -> SessionFactory:
+    """Sessions for work outside the request's own transaction (the live event stream)."""
+    return unit_of_work
+
+
+SessionFactoryDep = Annotated[SessionFactory, Depends(get_session_factory)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=200,
+        description="Send the same key again (a double click, a retry) to get the same submission.",
+    ),
+]
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
+def _wake_after_commit(request: Request, session: Session) -> None:
+    """Tell the backend once the submission is committed, so a rollback never queues a ghost."""
+    backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
+    if backend is not None:
+        event.listen(session, "after_commit", lambda _session: backend.wake(), once=True)
+
+
+def _public(session: Session, submission: Submission) -> SubmissionPublic:
+    public = SubmissionPublic.model_validate(submission)
+    public.queue_position = service.queue_position(session, submission)
+    return public
+
+
+@api_router.post(
+    "/submissions",
+    status_code=202,
+    response_model=SubmissionAccepted,
+    responses=_errors(401, 403, 404, 409, 413, 429),
+)
+def create_submission(
+    request: Request,
+    session: SessionDep,
+    learner: CurrentLearner,
+    locale: LocaleDep,
+    body: SubmissionCreate,
+    idempotency_key: IdempotencyKey = None,
+) -> SubmissionAccepted:
+    """Queue the learner's program for grading; a repeated Idempotency-Key gives the same one."""
+    submitted = service.submit(
+        session,
+        user_id=learner.id,
+        exercise=body.exercise,
+        code=body.code,
+        locale=locale,
+        idempotency_key=idempotency_key,
+        max_in_flight=request.app.state.settings.max_submissions_in_flight,
+    )
+    submission = submitted.submission
+    if submitted.created:
+        session.flush()
+        _wake_after_commit(request, session)
+    url = f"/api/v1/submissions/{submission.id}"
+    return SubmissionAccepted(
+        id=submission.id,
+        exercise=submission.exercise,
+        status=submission.status,
+        queue_position=service.queue_position(session, submission),
+        url=url,
+        events_url=f"{url}/events",
+    )
+
+
+@api_router.get("/submissions", response_model=SubmissionList, responses=_errors(401))
+def list_submissions(
+    session: SessionDep,
+    learner: CurrentLearner,
+    exercise: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> SubmissionList:
+    """The learner's latest submissions, newest first (optionally for one exercise)."""
+    rows = service.list_for_learner(session, user_id=learner.id, exercise=exercise, limit=limit)
+    return SubmissionList(
+        submissions=[
+            SubmissionSummary(
+                id=row.id,
+                exercise=row.exercise,
+                status=row.status,
+                outcome=(row.result or {}).get("status"),
+                summary=(row.result or {}).get("summary"),
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
+    )
+
+
+@api_router.get(
+    "/submissions/{submission_id}", response_model=SubmissionPublic, responses=_errors(401, 404)
+)
+def read_submission(
+    session: SessionDep, learner: CurrentLearner, submission_id: uuid.UUID
+) -> SubmissionPublic:
+    """One of the learner's own submissions, with its Result once graded."""
+    submission = service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    return _public(session, submission)
+
+
+@api_router.get(
+    "/submissions/{submission_id}/events",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "description": "Server-Sent Events: queued, status, output, check, done.",
+        },
+        **_errors(401, 404),
+    },
+)
+def submission_events(
+    request: Request,
+    session: SessionDep,
+    sessions: SessionFactoryDep,
+    learner: CurrentLearner,
+    submission_id: uuid.UUID,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
+) -> StreamingResponse:
+    """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume."""
+    service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    return StreamingResponse(
+        sse.stream(
+            sessions,
+            submission_id,
+            last_event_id=sse.parse_last_event_id(last_event_id),
+            is_disconnected=request.is_disconnected,
+        ),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@api_router.get("/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 404))
+def read_draft(session: SessionDep, learner: CurrentLearner, exercise: str) -> DraftPublic:
+    """The learner's saved, unsubmitted code for an exercise."""
+    draft = service.get_draft(session, user_id=learner.id, exercise=exercise)
+    if draft is None:
+        raise DraftNotFound()
+    return DraftPublic.model_validate(draft)
+
+
+@api_router.put(
+    "/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 403, 404, 413)
+)
+def save_draft(
+    session: SessionDep, learner: CurrentLearner, exercise: str, body: DraftUpdate
+) -> DraftPublic:
+    """Keep the editor's content so another device or a reload finds it."""
+    draft = service.save_draft(session, user_id=learner.id, exercise=exercise, code=body.code)
+    return DraftPublic.model_validate(draft)
+
+
+@api_router.delete("/drafts/{exercise:path}", status_code=204, responses=_errors(401, 403))
+def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: str) -> Response:
+    """Forget the draft ("reset to starter")."""
+    service.delete_draft(session, user_id=learner.id, exercise=exercise)
+    return Response(status_code=204)
+
+
+async def _handle_submission_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SubmissionError)
+    message = translate(resolve_locale(request), exc.message)
+    if exc.params:
+        message = message.format(**exc.params)
+    return JSONResponse({"code": exc.code, "message": message}, status_code=exc.status_code)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(SubmissionError, _handle_submission_error)
+    app.state.grading_backend = None
+
+    async def start_backend(app: FastAPI) -> None:
+        if not get_submission_settings().autostart(app.state.settings.environment):
+            return
+        backend = make_backend()
+        await asyncio.to_thread(backend.start)
+        app.state.grading_backend = backend
+
+    async def stop_backend(app: FastAPI) -> None:
+        backend: GradingBackend | None = app.state.grading_backend
+        if backend is not None:
+            await asyncio.to_thread(backend.stop)
+            app.state.grading_backend = None
+
+    app.state.startup_hooks.append(start_backend)
+    app.state.shutdown_hooks.append(stop_backend)

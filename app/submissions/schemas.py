@@ -1,0 +1,76 @@
+"""Request and response bodies of the submissions API. (contract: the mobile app uses them)"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grader.contract import Result
+
+SubmissionStatus = Literal["queued", "running", "done", "error"]
+
+
+class SubmissionCreate(BaseModel):
+    exercise: str = Field(min_length=1, max_length=200, examples=["ddp-fundamentals/train"])
+    # At most 64 KiB of UTF-8; larger programs get 413 `code_too_large` with a clear message.
+    code: str = Field(examples=["import torch.distributed as dist\n..."])
+
+
+class SubmissionAccepted(BaseModel):
+    """202: the submission is stored and queued; follow `events_url` or poll `url`."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    exercise: str
+    status: SubmissionStatus
+    queue_position: int | None = Field(
+        None, description="1 when it is next to start; null once it runs."
+    )
+    url: str
+    events_url: str
+
+
+class SubmissionPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    exercise: str
+    status: SubmissionStatus
+    result: Result | None = Field(
+        None, description="The grader's Result once `status` is done or error."
+    )
+    attempts: int = Field(0, description="Runs started; more than one after a grader restart.")
+    queue_position: int | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+class SubmissionSummary(BaseModel):
+    """One line of the learner's history (no code, no output)."""
+
+    id: uuid.UUID
+    exercise: str
+    status: SubmissionStatus
+    outcome: Literal["pass", "fail", "error"] | None = None
+    summary: str | None = None
+    created_at: datetime
+
+
+class SubmissionList(BaseModel):
+    submissions: list[SubmissionSummary]
+
+
+class DraftUpdate(BaseModel):
+    code: str
+
+
+class DraftPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    exercise: str
+    code: str
+    updated_at: datetime

@@ -1,0 +1,141 @@
+"""Submitting code and reading it back: the rules, with no HTTP in sight. Never commits."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.submissions import repository as repo
+from app.submissions.errors import (
+    CodeEmpty,
+    CodeTooLarge,
+    DraftTooLarge,
+    ExerciseNotFound,
+    IdempotencyKeyReused,
+    SubmissionNotFound,
+    TooManyInFlight,
+)
+from app.submissions.exercises import SpecLookup, spec_from_content
+from app.submissions.models import QUEUED, Draft, Submission, SubmissionEvent
+from grader.contract import MAX_CODE_BYTES
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class Submitted:
+    submission: Submission
+    created: bool  # False when an earlier request with the same Idempotency-Key made it
+
+
+def check_code_size(code: str) -> None:
+    size = len(code.encode("utf-8"))
+    if size > MAX_CODE_BYTES:
+        raise CodeTooLarge(size_kib=-(-size // KIB), limit_kib=MAX_CODE_BYTES // KIB)
+    if not code.strip():
+        raise CodeEmpty()
+
+
+def submit(
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str,
+    code: str,
+    locale: str = "en",
+    idempotency_key: str | None = None,
+    max_in_flight: int = 2,
+    spec_for: SpecLookup = spec_from_content,
+) -> Submitted:
+    """Store a new queued submission, or return the one this Idempotency-Key already made."""
+    if idempotency_key:
+        earlier = repo.get_by_idempotency_key(session, user_id=user_id, key=idempotency_key)
+        if earlier is not None:
+            return Submitted(_same_or_conflict(earlier, exercise, code), created=False)
+    check_code_size(code)
+    if spec_for(exercise) is None:
+        raise ExerciseNotFound(exercise=exercise)
+    if repo.count_in_flight(session, user_id=user_id) >= max_in_flight:
+        raise TooManyInFlight(count=max_in_flight)
+    submission = Submission(
+        user_id=user_id,
+        exercise=exercise,
+        code=code,
+        locale=locale,
+        idempotency_key=idempotency_key or None,
+        status=QUEUED,
+        attempts=0,
+    )
+    try:
+        with session.begin_nested():
+            session.add(submission)
+    except IntegrityError:
+        # A concurrent request with the same key won the race: answer with its submission.
+        assert idempotency_key
+        earlier = repo.get_by_idempotency_key(session, user_id=user_id, key=idempotency_key)
+        if earlier is None:
+            raise
+        return Submitted(_same_or_conflict(earlier, exercise, code), created=False)
+    return Submitted(submission, created=True)
+
+
+def _same_or_conflict(earlier: Submission, exercise: str, code: str) -> Submission:
+    if earlier.exercise != exercise or earlier.code != code:
+        raise IdempotencyKeyReused()
+    return earlier
+
+
+def get_for_learner(
+    session: Session, *, user_id: uuid.UUID, submission_id: uuid.UUID
+) -> Submission:
+    """One of the learner's own submissions; someone else's is indistinguishable from none."""
+    submission = repo.get_for_user(session, user_id=user_id, submission_id=submission_id)
+    if submission is None:
+        raise SubmissionNotFound()
+    return submission
+
+
+def list_for_learner(
+    session: Session, *, user_id: uuid.UUID, exercise: str | None = None, limit: int = 20
+) -> list[Submission]:
+    return list(repo.list_for_user(session, user_id=user_id, exercise=exercise, limit=limit))
+
+
+def queue_position(session: Session, submission: Submission) -> int | None:
+    if submission.status != QUEUED:
+        return None
+    return repo.queue_position(session, submission)
+
+
+def events_after(
+    session: Session, *, submission_id: uuid.UUID, after_id: int, limit: int = 500
+) -> list[SubmissionEvent]:
+    return list(
+        repo.events_after(session, submission_id=submission_id, after_id=after_id, limit=limit)
+    )
+
+
+def event_payload(event: SubmissionEvent) -> dict[str, Any]:
+    """What one stored event looks like on the wire (the SSE `data` field)."""
+    payload: dict[str, Any] = {"attempt": event.attempt, **event.data}
+    if event.rank is not None:
+        payload["rank"] = event.rank
+    return payload
+
+
+def get_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> Draft | None:
+    return repo.get_draft(session, user_id=user_id, exercise=exercise)
+
+
+def save_draft(session: Session, *, user_id: uuid.UUID, exercise: str, code: str) -> Draft:
+    if len(code.encode("utf-8")) > MAX_CODE_BYTES:
+        raise DraftTooLarge(limit_kib=MAX_CODE_BYTES // KIB)
+    return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
+
+
+def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
+    repo.delete_draft(session, user_id=user_id, exercise=exercise)

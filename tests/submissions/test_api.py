@@ -1,0 +1,178 @@
+"""The submissions API: accept, read back, ownership, limits, idempotency, drafts (both DBs)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.submissions.models import Submission
+from grader.contract import MAX_CODE_BYTES
+
+EXERCISE = "ddp-fundamentals/train"
+CODE = "import torch.distributed as dist\nprint('hello')\n"
+
+
+def submit(client: TestClient, headers: dict[str, str], **overrides: object):  # type: ignore[no-untyped-def]
+    body = {"exercise": EXERCISE, "code": CODE, **overrides}
+    return client.post("/api/v1/submissions", json=body, headers=headers)
+
+
+def test_submit_is_accepted_and_reads_back_queued(client: TestClient, auth: dict[str, str]) -> None:
+    accepted = submit(client, auth)
+    assert accepted.status_code == 202, accepted.text
+    body = accepted.json()
+    assert body["status"] == "queued"
+    assert body["queue_position"] == 1
+    assert body["events_url"] == f"/api/v1/submissions/{body['id']}/events"
+
+    read = client.get(f"/api/v1/submissions/{body['id']}", headers=auth)
+    assert read.status_code == 200
+    public = read.json()
+    assert public["id"] == body["id"]
+    assert public["exercise"] == EXERCISE
+    assert public["status"] == "queued"
+    assert public["result"] is None
+
+
+def test_another_learner_gets_404_not_403(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str]
+) -> None:
+    submission_id = submit(client, auth).json()["id"]
+    url = f"/api/v1/submissions/{submission_id}"
+    for path in (url, f"{url}/events"):
+        probe = client.get(path, headers=other_auth)
+        assert probe.status_code == 404
+        assert probe.json()["code"] == "submission_not_found"
+    # ...exactly what a made-up id gets.
+    made_up = client.get(f"/api/v1/submissions/{uuid.uuid4()}", headers=other_auth)
+    assert made_up.status_code == 404
+    assert made_up.json()["code"] == "submission_not_found"
+    listing = client.get("/api/v1/submissions", headers=other_auth).json()
+    assert listing["submissions"] == []
+
+
+def test_signed_out_submission_is_refused(client: TestClient) -> None:
+    refused = submit(client, {})
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "not_authenticated"
+
+
+def test_double_click_with_one_idempotency_key_makes_one_submission(
+    client: TestClient, auth: dict[str, str], session: Session
+) -> None:
+    headers = {**auth, "Idempotency-Key": "click-1"}
+    first, second = submit(client, headers), submit(client, headers)
+    assert first.status_code == second.status_code == 202
+    assert first.json()["id"] == second.json()["id"]
+    count = session.scalar(select(func.count()).select_from(Submission))
+    assert count == 1
+
+    reused = submit(client, headers, code=CODE + "# changed\n")
+    assert reused.status_code == 409
+    assert reused.json()["code"] == "idempotency_key_reused"
+
+
+def test_code_over_64_kib_is_refused_with_a_clear_message(
+    client: TestClient, auth: dict[str, str], session: Session
+) -> None:
+    too_big = "x = 1\n" * (MAX_CODE_BYTES // 6 + 10)
+    refused = submit(client, auth, code=too_big)
+    assert refused.status_code == 413
+    body = refused.json()
+    assert body["code"] == "code_too_large"
+    assert "64 KiB" in body["message"] and "submit again" in body["message"]
+    assert session.scalar(select(func.count()).select_from(Submission)) == 0
+    # Exactly at the limit is fine.
+    at_limit = "#" * (MAX_CODE_BYTES - 1) + "\n"
+    assert submit(client, auth, code=at_limit).status_code == 202
+
+
+def test_empty_code_is_refused(client: TestClient, auth: dict[str, str]) -> None:
+    refused = submit(client, auth, code="   \n")
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "code_empty"
+
+
+def test_too_many_in_flight_gets_a_clear_message(client: TestClient, auth: dict[str, str]) -> None:
+    limit = client.app.state.settings.max_submissions_in_flight  # type: ignore[attr-defined]
+    for index in range(limit):
+        assert submit(client, auth, code=f"{CODE}# {index}\n").status_code == 202
+    refused = submit(client, auth, code=CODE + "# one more\n")
+    assert refused.status_code == 429
+    body = refused.json()
+    assert body["code"] == "too_many_in_flight"
+    assert "Wait for one to finish" in body["message"]
+
+
+def test_unknown_exercise_is_404_with_its_name(client: TestClient, auth: dict[str, str]) -> None:
+    refused = submit(client, auth, exercise="no-such/exercise")
+    assert refused.status_code == 404
+    assert refused.json()["code"] == "exercise_not_found"
+    assert "no-such/exercise" in refused.json()["message"]
+
+
+def test_error_messages_follow_the_locale(client: TestClient, auth: dict[str, str]) -> None:
+    refused = client.post(
+        "/api/v1/submissions?locale=tr",
+        json={"exercise": "no-such/exercise", "code": CODE},
+        headers=auth,
+    )
+    assert refused.status_code == 404
+    assert refused.json()["code"] == "exercise_not_found"
+    assert refused.json()["message"]
+
+
+def test_cookie_session_without_csrf_token_cannot_submit(client: TestClient) -> None:
+    from tests.auth.factories import browser_sign_up
+
+    token = browser_sign_up(client)
+    refused = client.post(
+        "/api/v1/submissions",
+        json={"exercise": EXERCISE, "code": CODE},
+        headers={"Origin": "http://testserver"},
+    )
+    assert refused.status_code == 403
+    accepted = client.post(
+        "/api/v1/submissions",
+        json={"exercise": EXERCISE, "code": CODE},
+        headers={"Origin": "http://testserver", "X-CSRF-Token": token},
+    )
+    assert accepted.status_code == 202, accepted.text
+
+
+def test_listing_shows_own_submissions_newest_first(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    first = submit(client, auth, code=CODE + "# 1\n").json()["id"]
+    second = submit(client, auth, code=CODE + "# 2\n").json()["id"]
+    listed = client.get("/api/v1/submissions", params={"exercise": EXERCISE}, headers=auth)
+    assert [row["id"] for row in listed.json()["submissions"]] == [second, first]
+
+
+@pytest.mark.parametrize("exercise", [EXERCISE])
+def test_drafts_round_trip_and_stay_private(
+    client: TestClient, auth: dict[str, str], other_auth: dict[str, str], exercise: str
+) -> None:
+    path = f"/api/v1/drafts/{exercise}"
+    assert client.get(path, headers=auth).status_code == 404
+    saved = client.put(path, json={"code": "print(1)\n"}, headers=auth)
+    assert saved.status_code == 200, saved.text
+    assert client.put(path, json={"code": "print(2)\n"}, headers=auth).status_code == 200
+    read = client.get(path, headers=auth)
+    assert read.json()["code"] == "print(2)\n"
+    assert read.json()["exercise"] == exercise
+    assert client.get(path, headers=other_auth).status_code == 404
+    assert client.delete(path, headers=auth).status_code == 204
+    assert client.get(path, headers=auth).status_code == 404
+
+
+def test_oversized_draft_is_refused(client: TestClient, auth: dict[str, str]) -> None:
+    refused = client.put(
+        f"/api/v1/drafts/{EXERCISE}", json={"code": "#" * (MAX_CODE_BYTES + 1)}, headers=auth
+    )
+    assert refused.status_code == 413
+    assert refused.json()["code"] == "draft_too_large"
