@@ -68,7 +68,7 @@ class SandboxRequest:
 
 @dataclass
 class SandboxOutcome:
-    # The command's exit status: negative = killed by that signal; None = never started or unknown.
+    # The command's exit status; killed by signal N: 128+N (as shells show it); None: unknown.
     exit_code: int | None
     timed_out: bool
     oom_killed: bool

@@ -117,7 +117,7 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
             a += ["--dev-bind-try", f"/dev/{name}", f"/dev/{name}"]
         for index in plan.gpus:
             a += ["--dev-bind", f"/dev/nvidia{index}", f"/dev/nvidia{index}"]
-    a += ["--remount-ro", "/", "--chdir", WORKDIR_INSIDE, "--", *plan.argv]
+    a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKDIR_INSIDE, "--", *plan.argv]
     return a
 
 
@@ -222,7 +222,7 @@ class BwrapSandbox:
         for w in warnings:
             log.warning("sandbox: %s", w)
         return SandboxOutcome(
-            exit_code=normalize_exit(result.exit_code),
+            exit_code=result.exit_code,
             timed_out=result.timed_out,
             oom_killed=oom,
             duration_s=result.duration_s,
@@ -231,10 +231,3 @@ class BwrapSandbox:
             output_truncated=result.truncated,
             warnings=warnings,
         )
-
-
-def normalize_exit(code: int | None) -> int | None:
-    """A death by signal N is reported as 128+N (as bwrap and shells report a child's)."""
-    if code is not None and code < 0:
-        return 128 - code
-    return code

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import signal
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from grader.sandbox.base import OutputCallback
+
+log = logging.getLogger(__name__)
 
 EXEC_WRAPPER = Path(__file__).with_name("_exec.py")
 # How long to wait for the output pipe to close after the command itself has ended.
@@ -41,31 +44,26 @@ class ProcessResult:
     truncated: bool
 
 
-class _OutputCollector:
-    """Reads a pipe to EOF; keeps the first `cap` bytes; calls `on_output` once per line kept."""
+class OutputCap:
+    """Keeps the first `cap` bytes of a stream; calls `on_output` once per line kept."""
 
-    def __init__(self, fd: int, cap: int, on_output: OutputCallback | None) -> None:
-        self.fd = fd
+    def __init__(self, cap: int, on_output: OutputCallback | None) -> None:
         self.cap = cap
         self.on_output = on_output
         self.kept = bytearray()
         self.dropped = 0
         self._partial = bytearray()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="sandbox-output", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
 
     def _emit(self, line: bytes) -> None:
         if self.on_output is None:
             return
         try:
             self.on_output(line.decode("utf-8", "replace").rstrip("\n"))
-        except Exception:  # a broken listener must not stop the draining of the pipe
+        except Exception:  # a broken listener must not stop the draining of the output
+            log.exception("output listener failed; not streaming the rest")
             self.on_output = None
 
-    def _feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> None:
         room = self.cap - len(self.kept)
         if room <= 0:
             self.dropped += len(chunk)
@@ -74,36 +72,21 @@ class _OutputCollector:
         self.kept += keep
         self.dropped += len(extra)
         self._partial += keep
-        while True:
-            cut = self._partial.find(b"\n")
-            if cut < 0:
-                break
+        while (cut := self._partial.find(b"\n")) >= 0:
             self._emit(bytes(self._partial[: cut + 1]))
             del self._partial[: cut + 1]
         if len(self._partial) >= MAX_LINE_BYTES:
             self._emit(bytes(self._partial))
             self._partial.clear()
 
-    def _run(self) -> None:
-        try:
-            while True:
-                ready, _, _ = select.select([self.fd], [], [], 0.2)
-                if not ready:
-                    if self.stop.is_set():
-                        break
-                    continue
-                try:
-                    chunk = os.read(self.fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                self._feed(chunk)
-        finally:
-            os.close(self.fd)
-            if self._partial:
-                self._emit(bytes(self._partial))
-                self._partial.clear()
+    def flush(self) -> None:
+        if self._partial:
+            self._emit(bytes(self._partial))
+            self._partial.clear()
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
 
     def text(self) -> str:
         out = self.kept.decode("utf-8", "replace")
@@ -115,6 +98,39 @@ class _OutputCollector:
                 f"{self.dropped} more bytes were dropped]\n"
             )
         return out
+
+
+class _PipeReader:
+    """Drains a pipe into an OutputCap on a thread, until EOF or until told to stop."""
+
+    def __init__(self, fd: int, sink: OutputCap) -> None:
+        self.fd = fd
+        self.sink = sink
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sandbox-output", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        try:
+            while True:
+                if not poller.poll(200):
+                    if self.stop.is_set():
+                        break
+                    continue
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                self.sink.feed(chunk)
+        finally:
+            os.close(self.fd)
+            self.sink.flush()
 
 
 def run_supervised(
@@ -151,7 +167,8 @@ def run_supervised(
         os.close(write_fd)
         raise
     os.close(write_fd)
-    collector = _OutputCollector(read_fd, output_cap, on_output)
+    sink = OutputCap(output_cap, on_output)
+    collector = _PipeReader(read_fd, sink)
     collector.start()
     timed_out = False
     try:
@@ -172,11 +189,12 @@ def run_supervised(
         collector.stop.set()
         collector.thread.join()
     return ProcessResult(
-        exit_code=proc.returncode,
+        # A death by signal N is reported as 128+N, as bwrap, docker and shells report it.
+        exit_code=128 - proc.returncode if proc.returncode < 0 else proc.returncode,
         timed_out=timed_out,
         duration_s=duration,
-        output=collector.text(),
-        truncated=collector.dropped > 0,
+        output=sink.text(),
+        truncated=sink.truncated,
     )
 
 
