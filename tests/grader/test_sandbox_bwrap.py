@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.contract import Limits
 from grader.sandbox.base import SandboxRequest
 from grader.sandbox.bwrap import BwrapSandbox
-from grader.contract import Limits
 from tests.grader.sandbox_helpers import host_uid, processes_with, run_python, token
 
 pytestmark = [
