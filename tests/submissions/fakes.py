@@ -36,9 +36,7 @@ class FakeGrader:
         self.started = threading.Event()
         self.jobs: list[Job] = []
 
-    def __call__(
-        self, job: Job, *, on_event: Callable[[GradeEvent], None] | None = None
-    ) -> Result:
+    def __call__(self, job: Job, *, on_event: Callable[[GradeEvent], None] | None = None) -> Result:
         self.jobs.append(job)
         emit = on_event or (lambda _event: None)
         emit(GradeEvent(kind="status", data={"status": "running"}))

@@ -89,8 +89,9 @@ def test_reconnect_with_last_event_id_resumes_without_losing_lines(
 def test_a_queued_submission_streams_its_position(
     client: TestClient, auth: dict[str, str], session: Session, learner: User
 ) -> None:
-    first = service.submit(session, user_id=learner.id, exercise="ddp-fundamentals/train", code="a")
-    second = service.submit(session, user_id=learner.id, exercise="ddp-fundamentals/train", code="b")
+    exercise = "ddp-fundamentals/train"
+    first = service.submit(session, user_id=learner.id, exercise=exercise, code="a")
+    second = service.submit(session, user_id=learner.id, exercise=exercise, code="b")
     session.flush()
     # End the first so the second's stream can finish after announcing its position.
     assert jobs.fail_for_platform(session, first.submission, "stop")
