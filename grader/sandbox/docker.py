@@ -1,0 +1,160 @@
+"""The "docker" backend (production): the same request as a locked-down container.
+
+The image must hold the same Python, venv and grader package at the same absolute paths as the
+worker (run the worker from that image: RDV_SANDBOX_IMAGE). The work dir is bind-mounted at
+/work, so it must be a path the Docker engine sees (a host path mounted at the same place in a
+containerized worker). See README "The sandbox".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from grader.sandbox.base import (
+    WORKDIR_INSIDE,
+    OutputCallback,
+    SandboxOutcome,
+    SandboxRequest,
+    SandboxUnavailable,
+)
+from grader.sandbox.bwrap import DEFAULT_ENV, HOME, HOSTNAME
+from grader.sandbox.limits import NOFILE
+from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
+from grader.sandbox.workdir import remove_special
+
+log = logging.getLogger(__name__)
+DEFAULT_IMAGE = "rendezvous-grader:latest"
+DEFAULT_USER = "65534:65534"  # nobody:nogroup
+MIB = 1024 * 1024
+
+
+def container_kwargs(
+    req: SandboxRequest, *, image: str, user: str = DEFAULT_USER, name: str | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for `docker.from_env().containers.run` (pure: no engine needed)."""
+    from docker.types import DeviceRequest, Ulimit
+
+    limits = req.limits
+    uid, _, gid = user.partition(":")
+    tmpfs_opts = f"rw,nosuid,nodev,size={limits.disk_mb}m"
+    kwargs: dict[str, Any] = {
+        "image": image,
+        "command": list(req.argv),
+        "environment": {**DEFAULT_ENV, **req.env},
+        "working_dir": WORKDIR_INSIDE,
+        "user": user,
+        "hostname": HOSTNAME,
+        "network_mode": "none",
+        "read_only": True,
+        "tmpfs": {
+            "/tmp": f"{tmpfs_opts},mode=1777",
+            HOME: f"{tmpfs_opts},mode=0700,uid={uid},gid={gid or uid}",
+        },
+        "shm_size": f"{limits.disk_mb}m",
+        "ipc_mode": "private",
+        "volumes": {str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}},
+        "mem_limit": f"{limits.memory_mb}m",
+        "memswap_limit": f"{limits.memory_mb}m",
+        "pids_limit": limits.pids,
+        "ulimits": [
+            Ulimit(name="core", soft=0, hard=0),
+            Ulimit(name="fsize", soft=limits.disk_mb * MIB, hard=limits.disk_mb * MIB),
+            Ulimit(name="nofile", soft=NOFILE, hard=NOFILE),
+        ],
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges:true"],
+        "init": True,
+        "detach": True,
+        "stdout": True,
+        "stderr": True,
+        "labels": {"rdv.sandbox": "1"},
+    }
+    if req.gpus:
+        kwargs["device_requests"] = [
+            DeviceRequest(device_ids=[str(g) for g in req.gpus], capabilities=[["gpu"]])
+        ]
+    if name:
+        kwargs["name"] = name
+    return kwargs
+
+
+class DockerSandbox:
+    name = "docker"
+
+    def __init__(self, image: str | None = None, user: str | None = None) -> None:
+        self.image = image or os.environ.get("RDV_SANDBOX_IMAGE", DEFAULT_IMAGE)
+        self.user = user or os.environ.get("RDV_SANDBOX_DOCKER_USER", DEFAULT_USER)
+
+    def _client(self) -> Any:
+        try:
+            import docker
+
+            client = docker.from_env()
+            client.ping()
+            return client
+        except Exception as exc:
+            raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+
+    def _prepare_workdir(self, req: SandboxRequest) -> None:
+        uid, _, gid = self.user.partition(":")
+        if os.geteuid() == 0 and uid.isdigit():
+            os.chown(req.workdir, int(uid), int(gid or uid))
+        else:
+            os.chmod(req.workdir, 0o777)
+
+    def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
+        import requests
+
+        client = self._client()
+        self._prepare_workdir(req)
+        sink = OutputCap(req.output_cap_bytes, on_output)
+        start = time.monotonic()
+        try:
+            container = client.containers.run(
+                **container_kwargs(req, image=self.image, user=self.user)
+            )
+        except Exception as exc:
+            raise SandboxUnavailable(f"could not start the sandbox container: {exc}") from exc
+
+        def pump() -> None:
+            with contextlib.suppress(Exception):
+                for chunk in container.logs(stream=True, follow=True):
+                    sink.feed(chunk)
+            sink.flush()
+
+        reader = threading.Thread(target=pump, name="docker-output", daemon=True)
+        reader.start()
+        timed_out = False
+        exit_code: int | None = None
+        oom = False
+        try:
+            try:
+                exit_code = int(container.wait(timeout=req.hard_timeout_s)["StatusCode"])
+            except requests.exceptions.RequestException:
+                timed_out = True
+                with contextlib.suppress(Exception):
+                    container.kill()
+                exit_code = 128 + 9
+            duration = time.monotonic() - start
+            reader.join(DRAIN_AFTER_EXIT_S)
+            with contextlib.suppress(Exception):
+                container.reload()
+                oom = bool(container.attrs["State"].get("OOMKilled"))
+        finally:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+            remove_special(req.workdir, set())
+        return SandboxOutcome(
+            exit_code=exit_code,
+            timed_out=timed_out,
+            oom_killed=oom,
+            duration_s=duration,
+            output=sink.text(),
+            sandbox=self.name,
+            output_truncated=sink.truncated,
+        )
