@@ -7,18 +7,15 @@ the catalog and described by a `Problem` (file, line, field path, what is wrong)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from app.content.schemas import Course, Lesson, Text
+from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
 
 LESSON_DIR_PATTERN = re.compile(r"^(?P<number>\d{2})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)$")
@@ -82,79 +79,6 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def format_loc(loc: Sequence[str | int]) -> str:
-    """('steps', 3, 'id') -> 'steps[3].id'"""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-# --- YAML -------------------------------------------------------------------------------------
-
-
-class YamlProblem(Exception):
-    def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.message = message
-
-
-def read_yaml(file: Path) -> Any:
-    """The round-trip tree of a YAML 1.2 file (keeps line numbers); raises YamlProblem."""
-    yaml = YAML(typ="rt")
-    yaml.version = (1, 2)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise YamlProblem(None, f"cannot be read: {exc}") from exc
-    try:
-        return yaml.load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        what = " ".join(part for part in (exc.context, exc.problem) if part)
-        raise YamlProblem(line, f"is not valid YAML: {what or exc}") from exc
-    except YAMLError as exc:
-        raise YamlProblem(None, f"is not valid YAML: {exc}") from exc
-
-
-def to_plain(node: Any) -> Any:
-    """ruamel's commented containers and scalar subclasses -> plain Python values."""
-    if isinstance(node, dict):
-        return {(str(k) if isinstance(k, str) else k): to_plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [to_plain(v) for v in node]
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, str):
-        return str(node)
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    return node
-
-
-def line_of(tree: Any, loc: Sequence[str | int]) -> int:
-    """The 1-based line of the deepest part of `loc` present in the tree (1 if none is)."""
-    line = 1
-    node = tree
-    for part in loc:
-        if isinstance(node, CommentedMap) and part in node:
-            line = node.lc.key(part)[0] + 1
-            node = node[part]
-        elif isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
-            line = node.lc.item(part)[0] + 1
-            node = node[part]
-        else:
-            break
-    return line
-
-
 # --- validation -------------------------------------------------------------------------------
 
 
@@ -179,7 +103,7 @@ def validation_problems(file: Path, tree: Any, exc: ValidationError) -> list[Pro
     for error in exc.errors():
         loc = tuple(error["loc"])
         problems.append(Problem(file, line_of(tree, loc), format_loc(loc), _describe(error)))
-    return problems
+    return sorted(problems, key=lambda problem: problem.line or 0)
 
 
 def _duplicates(
@@ -209,7 +133,7 @@ def parse_model(model: type[M], file: Path) -> tuple[M | None, Any, list[Problem
     try:
         tree = read_yaml(file)
     except YamlProblem as exc:
-        return None, None, [Problem(file, exc.line, "", exc.message)]
+        return None, None, [Problem(file, exc.line, exc.field, exc.message)]
     if tree is None:
         return None, None, [Problem(file, 1, "", "is empty")]
     if not isinstance(tree, dict):

@@ -112,11 +112,12 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
     tr = _Localizer(locale)
     steps = []
     for step in lesson.steps:
+        title = tr(step.title, f"steps.{step.id}.title")
         body = tr(step.body, f"steps.{step.id}.body")
         steps.append(
             LocalizedStep(
                 id=step.id,
-                title=tr(step.title, f"steps.{step.id}.title"),
+                title=title,
                 body=body,
                 body_html=render_markdown(body),
                 code=step.code,
@@ -139,12 +140,13 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
     ]
     exercises = []
     for exercise in lesson.exercises:
+        title = tr(exercise.title, f"exercises.{exercise.id}.title")
         prompt = tr(exercise.prompt, f"exercises.{exercise.id}.prompt")
         exercises.append(
             LocalizedExercise(
                 id=f"{lesson.id}/{exercise.id}",
                 slug=exercise.id,
-                title=tr(exercise.title, f"exercises.{exercise.id}.title"),
+                title=title,
                 prompt=prompt,
                 prompt_html=render_markdown(prompt),
                 starter_code=loaded.starter_code[exercise.id],
@@ -199,11 +201,12 @@ def localize_course(catalog: Catalog, locale: str) -> LocalizedCourse:
         )
     faq = []
     for entry in course.faq:
+        question = tr(entry.question, f"faq.{entry.id}.question")
         answer = tr(entry.answer, f"faq.{entry.id}.answer")
         faq.append(
             LocalizedFaqEntry(
                 id=entry.id,
-                question=tr(entry.question, f"faq.{entry.id}.question"),
+                question=question,
                 answer=answer,
                 answer_html=render_markdown(answer),
             )

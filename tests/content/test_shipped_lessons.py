@@ -1,0 +1,55 @@
+"""The course as shipped in lessons/: valid, complete, and shaped as issue 2 asks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config import REPO_ROOT
+from app.content.loader import load_catalog, load_lesson
+
+LESSONS_DIR = REPO_ROOT / "lessons"
+LESSON_DIRS = sorted(path.parent for path in LESSONS_DIR.glob("[0-9][0-9]-*/lesson.yaml"))
+COURSE_LESSONS = [
+    "data-vs-model-parallelism",
+    "ddp-fundamentals",
+    "syncbn-sharded-state",
+    "torchrun-launch",
+]
+CONTRACT_EXERCISES = {
+    "data-vs-model-parallelism/allreduce-by-hand",
+    "ddp-fundamentals/train",
+    "syncbn-sharded-state/syncbn",
+    "syncbn-sharded-state/zero-checkpoint",
+    "torchrun-launch/env-launch",
+    "torchrun-launch/elastic-resume",
+}
+
+
+def test_validate_passes_on_the_shipped_lessons() -> None:
+    catalog = load_catalog(LESSONS_DIR)
+    assert [str(problem) for problem in catalog.problems] == []
+    assert list(catalog.lessons) == COURSE_LESSONS
+
+
+def test_every_contract_exercise_is_shipped() -> None:
+    catalog = load_catalog(LESSONS_DIR)
+    shipped = {
+        f"{item.id}/{exercise.id}" for item in catalog.ordered for exercise in item.lesson.exercises
+    }
+    assert CONTRACT_EXERCISES <= shipped
+
+
+@pytest.mark.parametrize("directory", LESSON_DIRS, ids=[path.name for path in LESSON_DIRS])
+def test_lesson_shape(directory: Path) -> None:
+    loaded, problems = load_lesson(directory)
+    assert loaded is not None, [str(problem) for problem in problems]
+    lesson = loaded.lesson
+    assert 8 <= len(lesson.steps) <= 14
+    assert len(lesson.quiz) >= 3
+    assert all(question.explanation.en for question in lesson.quiz)
+    assert lesson.exercises, "every lesson has at least one graded exercise"
+    for exercise in lesson.exercises:
+        assert f"{lesson.id}/{exercise.id}" in CONTRACT_EXERCISES
+        assert loaded.starter_code[exercise.id].strip()
