@@ -1,0 +1,241 @@
+"""Collectives per rank (op, size, call-site line) and gradients around the first step.
+
+Every Python-level collective that the learner's file reaches (directly, or through a library
+such as ZeroRedundancyOptimizer) is recorded as an `x_coll` event *before* it runs, so a rank
+that hangs in it is still on record. Checks compare the sequences across ranks.
+
+For programs that average gradients by hand (no DDP), the gradient each rank's *unscaled* loss
+gives (a second `autograd.grad` on the value a standard loss function returned) and the gradient
+the optimizer actually used at the first step are recorded as small linear sketches (random
+projections): the sketch of the mean is the mean of the sketches, so a check can compare "what
+the learner's averaging produced" with "the mean of every rank's own gradient" (what DDP gives,
+which equals the full-batch gradient for a mean loss over equal shards) without shipping tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from grader.exercises_ext.wrapping import stack_wrap
+
+MAX_COLL_EVENTS = 4000
+PROJECTIONS = 4
+MAX_LEAVES = 64
+MAX_GRAPH_NODES = 20_000
+COLLECTIVES = (
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "all_gather_object",
+    "broadcast_object_list",
+)
+LOSSES = (
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+)
+
+
+def _numel(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return int(value.numel())
+    if isinstance(value, (list, tuple)):
+        return sum(_numel(v) for v in value)
+    return 0
+
+
+def _dtype(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype).replace("torch.", "")
+    if isinstance(value, (list, tuple)) and value:
+        return _dtype(value[0])
+    return "-"
+
+
+def signature(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    sig: dict[str, Any] = {"op": name, "numel": _numel(first), "dtype": _dtype(first)}
+    if name in ("all_reduce", "reduce"):
+        op = kwargs.get("op", args[2] if name == "reduce" and len(args) > 2 else None)
+        if name == "all_reduce" and op is None and len(args) > 1:
+            op = args[1]
+        sig["redop"] = str(op if op is not None else "SUM").rsplit(".", 1)[-1]
+    if name in ("broadcast", "broadcast_object_list"):
+        sig["src"] = kwargs.get("src", args[1] if len(args) > 1 else 0)
+    if name in ("all_gather", "all_gather_into_tensor", "all_gather_object"):
+        out = args[0] if args else kwargs.get("tensor_list", kwargs.get("output_tensor"))
+        sig["numel"] = _numel(out)
+    return sig
+
+
+def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The leaf tensors (parameters) that `loss` depends on, in graph order."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack = [loss.grad_fn]
+    visited = 0
+    while stack and visited < MAX_GRAPH_NODES:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        visited += 1
+        var = getattr(node, "variable", None)
+        if isinstance(var, torch.Tensor):
+            found.append(var)
+            continue
+        stack.extend(fn for fn, _ in reversed(node.next_functions))
+    return found
+
+
+def sketch(tensors: list[torch.Tensor | None]) -> list[list[float]]:
+    """Per tensor: its sum and PROJECTIONS random projections (fixed seeds, same on every rank)."""
+    out: list[list[float]] = []
+    for i, t in enumerate(tensors):
+        if t is None:
+            out.append([])
+            continue
+        flat = t.detach().reshape(-1).to("cpu", torch.float64)
+        gen = torch.Generator().manual_seed(7919 + i)
+        rand = torch.randn(PROJECTIONS, flat.numel(), generator=gen, dtype=torch.float64)
+        out.append([float(flat.sum()), *(float(v) for v in rand @ flat)])
+    return out
+
+
+def install(tracer: Any) -> None:
+    counter = {"n": 0}
+    checks = tracer.settings.get("checks")
+    want_grads = checks is None or "allreduce.grad_average" in checks
+    grads: dict[str, Any] = {"leaves": None, "local": None, "n_losses": 0, "done": False}
+    tracer.state["x_grads"] = grads
+
+    def make_collective(name: str) -> Any:
+        def make(original: Any) -> Any:
+            def collective(*args: Any, **kwargs: Any) -> Any:
+                line = tracer.where()
+                if line is not None and counter["n"] < MAX_COLL_EVENTS:
+                    counter["n"] += 1
+                    try:
+                        sig = signature(name, args, kwargs)
+                    except Exception:
+                        sig = {"op": name}
+                    tracer.emit("x_coll", i=counter["n"], line=line, step=tracer.steps, **sig)
+                elif line is not None:
+                    counter["n"] += 1
+                return original(*args, **kwargs)
+
+            return collective
+
+        return make
+
+    for owner in (dist, c10d):
+        for name in COLLECTIVES:
+            stack_wrap(owner, name, make_collective(name))
+    tracer.finalizers.append(lambda: tracer.emit("x_coll_total", n=counter["n"]))
+
+    if not want_grads:
+        return
+
+    def on_loss(out: Any) -> None:
+        if grads["done"] or tracer.steps or tracer.state.get("ddp_models"):
+            return
+        if not isinstance(out, torch.Tensor) or out.dim() != 0 or out.grad_fn is None:
+            return
+        if not torch.is_grad_enabled():
+            return
+        leaves = grads["leaves"]
+        if leaves is None:
+            leaves = [t for t in _leaves(out) if t.requires_grad][:MAX_LEAVES]
+            if not leaves:
+                return
+            grads["leaves"] = leaves
+        got = torch.autograd.grad(out, leaves, retain_graph=True, allow_unused=True)
+        local = sketch(list(got))
+        if grads["local"] is None:
+            grads["local"] = local
+        else:  # gradient accumulation: several losses before the first step
+            grads["local"] = [
+                [a + b for a, b in zip(x, y, strict=False)] if x and y else x or y
+                for x, y in zip(grads["local"], local, strict=False)
+            ]
+        grads["n_losses"] += 1
+
+    def make_loss(original: Any) -> Any:
+        def loss(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            try:
+                on_loss(out)
+            except Exception as exc:
+                grads["done"] = True
+                tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
+            return out
+
+        return loss
+
+    for name in LOSSES:
+        stack_wrap(F, name, make_loss)
+
+    def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if grads["done"] or grads["local"] is None:
+            return
+        grads["done"] = True
+        try:
+            leaves = grads["leaves"]
+            in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            names = _names(tracer, leaves)
+            tracer.emit(
+                "x_grads",
+                line=tracer.where(),
+                names=names,
+                shapes=[list(t.shape) for t in leaves],
+                in_optimizer=[id(t) in in_opt for t in leaves],
+                local=grads["local"],
+                used=sketch([t.grad for t in leaves]),
+                n_losses=grads["n_losses"],
+            )
+        except Exception as exc:
+            tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
+
+    register_optimizer_step_pre_hook(pre_step)
+
+
+def _names(tracer: Any, leaves: list[torch.Tensor]) -> list[str]:
+    """Parameter names, from the modules the learner's program created (found via gc)."""
+    import gc
+
+    wanted = {id(t): i for i, t in enumerate(leaves)}
+    names: list[str | None] = [None] * len(leaves)
+    best = 0
+    for obj in gc.get_objects():
+        if not isinstance(obj, torch.nn.Module):
+            continue
+        params = dict(obj.named_parameters())
+        hits = sum(id(p) in wanted for p in params.values())
+        if hits > best:
+            best = hits
+            for n, p in params.items():
+                if id(p) in wanted:
+                    names[wanted[id(p)]] = n
+            if hits == len(leaves):
+                break
+    return [n or f"tensor {i}" for i, n in enumerate(names)]

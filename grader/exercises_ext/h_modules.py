@@ -1,0 +1,286 @@
+"""SyncBatchNorm and ZeroRedundancyOptimizer: what the learner did with them.
+
+SyncBatchNorm: torch refuses it on CPU (DDP raises "SyncBatchNorm layers only work with GPU
+modules" and its forward raises on CPU input). So that correct programs run on CPU workers, the
+harness lets DDP wrap it on CPU and runs its forward as a plain, per-rank BatchNorm there; the
+checks judge the conversion structurally on CPU and the statistics numerically on GPU only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from grader.exercises_ext.wrapping import raw, stack_wrap
+
+MAX_NAMES = 20
+MAX_STAT_EVENTS = 200
+
+
+def bn_layers(module: nn.Module) -> tuple[list[str], list[str]]:
+    """(plain BatchNorm layer names with their class, SyncBatchNorm layer names)."""
+    plain, synced = [], []
+    for name, layer in module.named_modules():
+        if isinstance(layer, nn.SyncBatchNorm):
+            synced.append(name or "(the model)")
+        elif isinstance(layer, _BatchNorm):
+            plain.append(f"{name or '(the model)'} ({type(layer).__name__})")
+    return plain, synced
+
+
+def _digest(t: torch.Tensor) -> str:
+    data = t.detach().to("cpu").contiguous().view(torch.uint8).numpy().tobytes()
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def install_syncbn(tracer: Any) -> None:
+    depth = {"convert": 0}
+    stat_events = {"n": 0}
+    names: dict[int, str] = {}
+
+    def make_handle(original: Any) -> Any:
+        def _passing_sync_batchnorm_handle(self: Any, module: Any) -> Any:
+            plain, synced = bn_layers(module)
+            tracer.emit(
+                "x_ddp_bn",
+                line=tracer.where(),
+                plain=plain[:MAX_NAMES],
+                n_plain=len(plain),
+                synced=synced[:MAX_NAMES],
+                n_synced=len(synced),
+                device=str(getattr(self, "device_type", "?")),
+            )
+            for name, layer in module.named_modules():
+                if isinstance(layer, nn.SyncBatchNorm):
+                    names[id(layer)] = name
+            if getattr(self, "device_type", "cpu") == "cpu":
+                return None  # torch refuses SyncBatchNorm on CPU; see the module docstring
+            return original(self, module)
+
+        return _passing_sync_batchnorm_handle
+
+    stack_wrap(DDP, "_passing_sync_batchnorm_handle", make_handle)
+
+    original_forward = nn.SyncBatchNorm.forward
+
+    def forward(self: Any, input: torch.Tensor) -> torch.Tensor:
+        if input.device.type == "cpu":
+            if not tracer.state.get("x_syncbn_cpu"):
+                tracer.state["x_syncbn_cpu"] = True
+                tracer.emit("x_syncbn_cpu", line=tracer.where())
+            out = _BatchNorm.forward(self, input)
+        else:
+            out = original_forward(self, input)
+        if self.training and self.running_mean is not None and stat_events["n"] < MAX_STAT_EVENTS:
+            stat_events["n"] += 1
+            tracer.emit(
+                "x_bn_stats",
+                layer=names.get(id(self), "?"),
+                step=tracer.steps,
+                device=input.device.type,
+                batches=int(self.num_batches_tracked or 0),
+                mean=_digest(self.running_mean),
+                var=_digest(self.running_var),
+                mean_sum=float(self.running_mean.double().sum()),
+                var_sum=float(self.running_var.double().sum()),
+            )
+        return out
+
+    forward.__wrapped__ = original_forward  # type: ignore[attr-defined]
+    nn.SyncBatchNorm.forward = forward  # type: ignore[method-assign]
+
+    original_convert = raw(nn.SyncBatchNorm.convert_sync_batchnorm.__func__)
+    current_convert = nn.SyncBatchNorm.convert_sync_batchnorm.__func__
+
+    def convert_sync_batchnorm(cls: Any, module: Any, process_group: Any = None) -> Any:
+        depth["convert"] += 1
+        top = depth["convert"] == 1
+        try:
+            if top:
+                plain, _ = bn_layers(module) if isinstance(module, nn.Module) else ([], [])
+                wrapped = [
+                    m
+                    for m in tracer.state.get("ddp_models", [])
+                    if m is module or any(sub is module for sub in m.module.modules())
+                ]
+                tracer.emit(
+                    "x_convert",
+                    line=tracer.where(),
+                    arg=type(module).__name__,
+                    is_ddp=isinstance(module, DDP),
+                    inside_ddp=bool(wrapped),
+                    n_plain=len(plain),
+                )
+            return current_convert(cls, module, process_group)
+        finally:
+            depth["convert"] -= 1
+
+    convert_sync_batchnorm.__wrapped__ = original_convert  # type: ignore[attr-defined]
+    nn.SyncBatchNorm.convert_sync_batchnorm = classmethod(convert_sync_batchnorm)  # type: ignore[assignment]
+
+
+def find_optimizer_states(obj: Any, where: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """Optimizer state dicts ({"state": ..., "param_groups": [...]}) inside a saved object."""
+    found: list[tuple[str, Any]] = []
+    if depth > 3:
+        return found
+    if isinstance(obj, dict):
+        if "state" in obj and isinstance(obj.get("param_groups"), list):
+            return [(where or "(the saved object)", obj)]
+        for k, v in list(obj.items())[:200]:
+            found += find_optimizer_states(v, f"{where}[{k!r}]", depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj[:50]):
+            found += find_optimizer_states(v, f"{where}[{i}]", depth + 1)
+    return found
+
+
+def _covered(sd: Any) -> tuple[int, int]:
+    """(parameters listed in the param groups, parameters with a state entry)."""
+    listed = sum(len(g.get("params", [])) for g in sd["param_groups"] if isinstance(g, dict))
+    state = sd.get("state")
+    return listed, len(state) if isinstance(state, dict) else 0
+
+
+def try_load(sd: Any, zero: Any) -> str | None:
+    """Load `sd` into a fresh, non-distributed optimizer over copies of all of ZeRO's parameters.
+
+    None when it loads and every state tensor has its parameter's shape; else what went wrong.
+    """
+    groups = [
+        {
+            **{k: v for k, v in g.items() if k != "params"},
+            "params": [p.detach().clone().requires_grad_(True) for p in g["params"]],
+        }
+        for g in zero.param_groups
+    ]
+    fresh = zero._optim_constructor(groups, **zero._optim_defaults)
+    try:
+        fresh.load_state_dict(sd)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    by_index = {i: p for i, p in enumerate(p for g in fresh.param_groups for p in g["params"])}
+    for index, st in sd.get("state", {}).items():
+        p = by_index.get(index) if isinstance(index, int) else None
+        if p is None:
+            return f"the state names parameter {index!r}, which the optimizer does not have"
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != p.shape:
+                return (
+                    f"state {key!r} of parameter {index} has shape {list(value.shape)}, "
+                    f"the parameter {list(p.shape)}"
+                )
+    return None
+
+
+def install_zero(tracer: Any) -> None:
+    try:
+        from torch.distributed.optim import ZeroRedundancyOptimizer as ZeRO
+    except Exception:
+        return
+    zeros: list[Any] = []
+    tracer.state["x_zeros"] = zeros
+
+    def make_init(original: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            line = tracer.where()
+            original(self, *args, **kwargs)
+            zeros.append(self)
+            try:
+                tracer.emit(
+                    "x_zero_init",
+                    line=line,
+                    optimizer=getattr(self._optim_constructor, "__name__", "?"),
+                    n_params=len(self._all_params),
+                    n_local=sum(len(g["params"]) for g in self.optim.param_groups),
+                )
+            except Exception as exc:
+                tracer.emit("x_zero_init", line=line, error=repr(exc)[:200])
+
+        return __init__
+
+    def make_consolidate(original: Any) -> Any:
+        def consolidate_state_dict(self: Any, to: int = 0) -> Any:
+            line = tracer.where()
+            tracer.emit("x_consolidate_enter", line=line, to=to)
+            out = original(self, to)
+            tracer.emit("x_consolidate_exit", line=line, to=to)
+            return out
+
+        return consolidate_state_dict
+
+    def make_state_dict(original: Any) -> Any:
+        def state_dict(self: Any) -> Any:
+            line = tracer.where()
+            try:
+                out = original(self)
+            except Exception as exc:
+                tracer.emit("x_zero_state_dict", line=line, ok=False, error=str(exc)[:300])
+                raise
+            listed, stated = _covered(out)
+            tracer.emit("x_zero_state_dict", line=line, ok=True, listed=listed, stated=stated)
+            return out
+
+        return state_dict
+
+    stack_wrap(ZeRO, "__init__", make_init)
+    stack_wrap(ZeRO, "consolidate_state_dict", make_consolidate)
+    stack_wrap(ZeRO, "state_dict", make_state_dict)
+
+    def make_save(original: Any) -> Any:
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(obj, f, *args, **kwargs)
+            if zeros:
+                try:
+                    _record_optimizer_save(tracer, zeros, obj, f)
+                except Exception as exc:
+                    tracer.emit("harness_error", where="x_optstate", error=repr(exc)[:300])
+            return out
+
+        return save
+
+    stack_wrap(torch, "save", make_save)
+    stack_wrap(torch.serialization, "save", make_save)
+
+
+def _record_optimizer_save(tracer: Any, zeros: list[Any], obj: Any, f: Any) -> None:
+    states = find_optimizer_states(obj)
+    if not states:
+        return
+    zero = zeros[-1]
+    path = os.path.abspath(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else None
+    reloaded: Any = None
+    if path is not None:
+        try:
+            reloaded = raw(torch.load)(path, map_location="cpu", weights_only=False)
+        except Exception as exc:
+            reloaded = exc
+    for where, sd in states:
+        listed, stated = _covered(sd)
+        error: str | None
+        if isinstance(reloaded, Exception):
+            error = f"it could not be read back: {type(reloaded).__name__}: {reloaded}"[:300]
+        else:
+            again = dict(find_optimizer_states(reloaded)) if reloaded is not None else {}
+            error = try_load(again.get(where, sd), zero)
+        tracer.emit(
+            "x_optstate",
+            line=tracer.where(),
+            path=path,
+            where=where,
+            listed=listed,
+            stated=stated,
+            n_params=len(zero._all_params),
+            load_error=error,
+        )
+
+
+def install(tracer: Any) -> None:
+    install_syncbn(tracer)
+    install_zero(tracer)
