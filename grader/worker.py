@@ -240,7 +240,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> int:
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     app = build_app(
         dsn,
         queue=args.queue,
+        grade=grade,
         sandbox=args.sandbox,
         stalled_after=args.stalled_after,
         retry_cron=f"* * * * * */{max(1, args.retry_every)}",

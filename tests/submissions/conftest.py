@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import create_engine, text
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from tests.auth.factories import bearer, create_token, create_user
 from tests.conftest import PG_ADMIN_URL
+from tests.submissions.queue_fixtures import pg_uow, start_backend, workers  # noqa: F401
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 
@@ -80,22 +81,16 @@ def committed_url(db_backend: str, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def uow(committed_url: str) -> Iterator[SessionFactory]:
     """unit_of_work() bound to the committed database."""
-    from app.db import make_engine
+    from tests.submissions.helpers import make_uow
 
-    engine = make_engine(committed_url)
-    maker = sessionmaker(bind=engine, expire_on_commit=False)
+    factory, dispose = make_uow(committed_url)
+    yield factory
+    dispose()
 
-    @contextmanager
-    def unit_of_work() -> Iterator[Session]:
-        session = maker()
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-        finally:
-            session.close()
 
-    yield unit_of_work
-    engine.dispose()
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test (the queue lives there too)."""
+    url = fresh_database_url("postgres", tmp_path)
+    yield url
+    drop_database(url)
