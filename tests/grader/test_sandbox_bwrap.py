@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -343,3 +344,27 @@ def test_missing_bwrap_is_a_platform_fault(tmp_path: Path) -> None:
     req = SandboxRequest(workdir=tmp_path, argv=["/bin/true"], env={}, limits=Limits())
     with pytest.raises(SandboxUnavailable):
         BwrapSandbox(bwrap=str(tmp_path / "no-bwrap")).run(req)
+
+
+@pytest.mark.slow
+def test_torchrun_two_rank_gloo_all_reduce_works_inside(tmp_path: Path) -> None:
+    (tmp_path / "allreduce.py").write_text(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "print(f'rank {dist.get_rank()} of {dist.get_world_size()} sum {t.item()}', flush=True)\n"
+        "dist.destroy_process_group()\n"
+    )
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    argv += ["--nproc-per-node", "2", "allreduce.py"]
+    req = SandboxRequest(
+        workdir=tmp_path,
+        argv=argv,
+        env={"OMP_NUM_THREADS": "1"},
+        limits=Limits(wall_seconds=180),
+    )
+    out = BwrapSandbox().run(req)
+    assert out.exit_code == 0, out.output
+    assert "rank 0 of 2 sum 3.0" in out.output
+    assert "rank 1 of 2 sum 3.0" in out.output
