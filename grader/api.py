@@ -1,0 +1,197 @@
+"""The grader's single entry point: `grade(job) -> Result` (the app imports only this and the
+contract).
+
+One launch per world size of the spec, in order, each in a fresh sandbox and job dir; grading
+stops at the first world size where a check fails. A check fails overall if it failed at any world
+size; it is skipped if it was skipped everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from grader.checks.base import Outcome, RunView, get_check
+from grader.checks.sampler import sampler_artifact
+from grader.contract import (
+    CheckResult,
+    GradeEvent,
+    Job,
+    LaunchInfo,
+    RankResult,
+    Result,
+    Timings,
+    localize,
+)
+from grader.launcher import Launch, plan_launch, run_launch
+from grader.sandbox.base import SandboxUnavailable, get_sandbox
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[GradeEvent], None]
+
+
+def grade(job: Job, *, on_event: EventSink | None = None, sandbox: str | None = None) -> Result:
+    """Grade one submission. Never raises for learner faults; platform faults give status "error"."""
+    started = time.monotonic()
+    emit = _safe(on_event)
+    try:
+        result = _grade(job, emit, sandbox, started)
+    except Exception as exc:
+        log.exception("grading %s failed", job.submission_id)
+        result = Result.platform_error(
+            f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"
+        )
+    result.timings_ms.total = int((time.monotonic() - started) * 1000)
+    emit(GradeEvent(kind="done", data=result.model_dump(mode="json")))
+    return result
+
+
+def _safe(on_event: EventSink | None) -> EventSink:
+    def emit(event: GradeEvent) -> None:
+        if on_event is None:
+            return
+        try:
+            on_event(event)
+        except Exception:
+            log.warning("an on_event listener failed; grading goes on", exc_info=True)
+
+    return emit
+
+
+def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) -> Result:
+    emit(GradeEvent(kind="status", data={"status": "starting"}))
+    unknown = [c for c in job.spec.checks if get_check(c) is None]
+    if unknown:
+        return Result.platform_error(
+            f"the exercise names checks the grader does not know: {unknown}"
+        )
+    try:
+        sandbox = get_sandbox(sandbox_name)
+    except (SandboxUnavailable, ValueError, ImportError) as exc:
+        return Result.platform_error(f"the sandbox is not available: {exc}")
+    runs: list[tuple[Launch, RunView, dict[str, Outcome]]] = []
+    run_ms = checks_ms = 0
+    first_start_ms = int((time.monotonic() - started) * 1000)
+    emit(GradeEvent(kind="status", data={"status": "running"}))
+    for world_size in job.spec.launch.world_sizes:
+        launch = plan_launch(world_size, job.spec.launch.device)
+        t0 = time.monotonic()
+        try:
+            view, _ = run_launch(job, launch, sandbox, emit)
+        except SandboxUnavailable as exc:
+            return Result.platform_error(f"the sandbox is not available: {exc}")
+        run_ms += int((time.monotonic() - t0) * 1000)
+        if view.platform_error:
+            return Result.platform_error(view.platform_error)
+        t1 = time.monotonic()
+        outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
+        checks_ms += int((time.monotonic() - t1) * 1000)
+        runs.append((launch, view, outcomes))
+        if any(o.status == "fail" for o in outcomes.values()):
+            break
+    emit(GradeEvent(kind="status", data={"status": "checking"}))
+    checks = _combine(job, runs)
+    for c in checks:
+        emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
+    deciding = next((r for r in runs if any(o.status == "fail" for o in r[2].values())), runs[-1])
+    launch, view, _ = deciding
+    failed = [c for c in checks if c.status == "fail"]
+    skipped = [c for c in checks if c.status == "skip"]
+    status = "fail" if failed else "pass"
+    summary = (
+        f"{len(failed)} of {len(checks)} checks failed"
+        if failed
+        else f"All {len(checks) - len(skipped)} checks passed"
+        + (f" ({len(skipped)} not applicable here)" if skipped else "")
+    )
+    return Result(
+        status=status,
+        summary=summary,
+        launch=LaunchInfo(
+            world_size=launch.world_size,
+            nnodes=1,
+            backend=_backend(view, launch),
+            device=launch.device,
+            sandbox=sandbox.name,
+        ),
+        checks=checks,
+        ranks=[_rank_result(r) for r in view.ranks],
+        artifacts={"sampler": sampler_artifact(view)} if view.ranks else {},
+        timings_ms=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
+    )
+
+
+def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
+    definition = get_check(check_id)
+    assert definition is not None
+    if not view.ranks:  # the sandbox stopped the whole job before the supervisor could report
+        if check_id != "run.completed":
+            return Outcome("skip", "Not judged: the run was stopped before it could be observed.")
+        why = (
+            "ran out of memory"
+            if view.oom_killed
+            else f"did not finish within {view.wall_seconds:g} s"
+        )
+        return Outcome("fail", f"The whole job {why} and was stopped by the sandbox.")
+    try:
+        return definition.fn(view, job.spec.params.get(check_id, {}))
+    except Exception as exc:  # a grader bug: report it as a platform fault, never on the learner
+        raise RuntimeError(f"check {check_id} crashed: {exc!r}") from exc
+
+
+def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -> list[CheckResult]:
+    results = []
+    several = len(job.spec.launch.world_sizes) > 1
+    for cid in job.spec.checks:
+        definition = get_check(cid)
+        assert definition is not None
+        chosen: tuple[Launch, Outcome] | None = None
+        for launch, _, outcomes in runs:
+            o = outcomes[cid]
+            if o.status == "fail":
+                chosen = (launch, o)
+                break
+            if chosen is None or (chosen[1].status == "skip" and o.status == "pass"):
+                chosen = (launch, o)
+        assert chosen is not None
+        launch, o = chosen
+        message = o.message
+        if several and o.status == "fail":
+            message = f"With {launch.world_size} ranks: {message}"
+        hint = None
+        if o.status == "fail":
+            hint = localize(job.spec.hints.get(cid), job.locale) or definition.hint
+        results.append(
+            CheckResult(
+                id=cid,
+                status=o.status,
+                title=definition.title,
+                message=message,
+                hint=hint,
+                rank=o.rank,
+                line=o.line,
+            )
+        )
+    return results
+
+
+def _backend(view: RunView, launch: Launch) -> str:
+    for _, e in view.events("init"):
+        backend = e.get("backend")
+        if backend and backend != "undefined" and ":" not in backend:
+            return str(backend)
+        return "nccl" if launch.device == "cuda" else "gloo"
+    return "nccl" if launch.device == "cuda" else "gloo"
+
+
+def _rank_result(r: Any) -> RankResult:
+    stack = r.stack
+    if stack and r.learner_file:
+        stack = stack.replace(r.learner_file, "main.py")
+    return RankResult(
+        rank=r.rank, exit_code=r.exit_code, output=r.output, truncated=r.truncated, stack=stack
+    )

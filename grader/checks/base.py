@@ -1,0 +1,184 @@
+"""Check plumbing: the view of one run that checks read, and the registry of checks.
+
+A check is a pure function `(run: RunView, params: dict) -> Outcome`, registered under its id
+with `@check(...)`. Every module of `grader.checks` is imported on first use, so an exercise adds
+checks by adding a module (e.g. `grader/checks/syncbn.py`) without editing any other file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass
+class Outcome:
+    status: Status
+    message: str
+    rank: int | None = None
+    line: int | None = None
+
+
+def passed(message: str, **kw: Any) -> Outcome:
+    return Outcome("pass", message, **kw)
+
+
+def failed(message: str, **kw: Any) -> Outcome:
+    return Outcome("fail", message, **kw)
+
+
+def skipped(message: str, **kw: Any) -> Outcome:
+    return Outcome("skip", message, **kw)
+
+
+@dataclass
+class RankView:
+    rank: int
+    exit_code: int | None
+    output: str = ""
+    truncated: bool = False
+    stack: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("kind") == kind]
+
+    def first(self, kind: str) -> dict[str, Any] | None:
+        return next((e for e in self.events if e.get("kind") == kind), None)
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        ends = self.of("end")
+        return ends[-1] if ends else None
+
+    @property
+    def learner_file(self) -> str | None:
+        start = self.first("start")
+        return start.get("file") if start else None
+
+
+@dataclass
+class RunView:
+    """Everything one launch at one world size left behind, as plain data."""
+
+    world_size: int
+    device: str  # "cpu" | "cuda"
+    ranks: list[RankView]
+    source: str = ""
+    timed_out: bool = False
+    wall_seconds: float = 0.0
+    oom_killed: bool = False
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    platform_error: str | None = None
+
+    def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
+        return [(r.rank, e) for r in self.ranks for e in r.of(kind)]
+
+    def code_at(self, line: int | None) -> str:
+        """` (`source line`)` for a message, or ""."""
+        lines = self.source.splitlines()
+        if line is None or not 0 < line <= len(lines):
+            return ""
+        text = lines[line - 1].strip()
+        if len(text) > 80:
+            text = text[:77] + "..."
+        return f" (`{text}`)" if text else ""
+
+    def at(self, line: int | None) -> str:
+        """ "at line 42 (`code`)" or ""."""
+        return f"at line {line}{self.code_at(line)}" if line else ""
+
+    def crashed(self) -> bool:
+        return any(
+            (r.end or {}).get("status") not in ("ok", None) or r.end is None for r in self.ranks
+        )
+
+
+CheckFn = Callable[[RunView, dict[str, Any]], Outcome]
+
+
+@dataclass
+class CheckDef:
+    id: str
+    title: str
+    hint: str
+    fn: CheckFn
+
+
+_REGISTRY: dict[str, CheckDef] = {}
+_loaded = False
+
+
+def check(check_id: str, *, title: str, hint: str) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        _REGISTRY[check_id] = CheckDef(check_id, title, hint, fn)
+        return fn
+
+    return register
+
+
+def _load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import grader.checks as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name != "base" and not info.name.startswith("_"):
+            importlib.import_module(f"{pkg.__name__}.{info.name}")
+    _loaded = True
+
+
+def get_check(check_id: str) -> CheckDef | None:
+    _load_all()
+    return _REGISTRY.get(check_id)
+
+
+def all_checks() -> dict[str, CheckDef]:
+    _load_all()
+    return dict(_REGISTRY)
+
+
+def ranks_text(ranks: list[int]) -> str:
+    """[0] -> "rank 0"; [0, 1] -> "ranks 0 and 1"; [0, 1, 2] -> "ranks 0, 1 and 2"."""
+    ranks = sorted(ranks)
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+
+
+def index_ranges(indices: list[int], limit: int = 3) -> str:
+    """[0..99, 140, 141] -> "0-99, 140-141"."""
+    values = sorted(set(indices))
+    if not values:
+        return ""
+    spans: list[tuple[int, int]] = []
+    start = prev = values[0]
+    for v in values[1:]:
+        if v != prev + 1:
+            spans.append((start, prev))
+            start = v
+        prev = v
+    spans.append((start, prev))
+    parts = [f"{a}-{b}" if a != b else str(a) for a, b in spans[:limit]]
+    more = len(spans) - limit
+    return ", ".join(parts) + (f" and {more} more ranges" if more > 0 else "")
+
+
+_STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def stack_line(stack: str | None, learner_file: str | None) -> int | None:
+    """The innermost line of the learner's file in a faulthandler dump (most recent call first)."""
+    if not stack or not learner_file:
+        return None
+    for m in _STACK_LINE.finditer(stack):
+        if m.group("file") == learner_file:
+            return int(m.group("line"))
+    return None

@@ -1,0 +1,181 @@
+"""DDP itself: the model is wrapped, ranks stay identical, gradients are averaged exactly once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
+
+GRAD_TOLERANCE = 0.02  # relative; the bugs this catches are off by 50% or more
+SUM_TOLERANCE = 1e-5
+
+
+@check(
+    "ddp.wrapped",
+    title="The model is wrapped in DistributedDataParallel",
+    hint="Wrap the model after moving it to its device: ddp_model = DDP(model, device_ids=...); "
+    "run the forward pass through ddp_model and build the optimizer from ddp_model.parameters().",
+)
+def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
+    inits = {rank: e for rank, e in run.events("ddp_init")}
+    missing = [r.rank for r in run.ranks if r.rank not in inits]
+    if missing:
+        return failed(
+            f"{ranks_text(missing).capitalize()} never wrapped a model in "
+            "DistributedDataParallel, so nothing kept the ranks' gradients in step.",
+            rank=missing[0],
+        )
+    for r in run.ranks:
+        steps = r.of("step")
+        if not steps:
+            continue
+        first = steps[0]
+        if first.get("ddp_frac", 1.0) < 1.0:
+            return failed(
+                f"Rank {r.rank}'s optimizer updates parameters that are not the DDP model's "
+                f"(first step {run.at(first.get('line'))}): build it from ddp_model.parameters() "
+                "after wrapping.",
+                rank=r.rank,
+                line=first.get("line"),
+            )
+        fwd = r.first("ddp_forward")
+        if fwd is None or fwd.get("steps", 0) > 0:
+            return failed(
+                f"Rank {r.rank} took its first optimizer step {run.at(first.get('line'))} without "
+                "a forward pass through the DDP model (calling the inner model skips DDP's "
+                "gradient averaging).",
+                rank=r.rank,
+                line=first.get("line"),
+            )
+    if not any(r.of("step") for r in run.ranks):
+        return failed("No rank took an optimizer step, so the DDP model was never trained.")
+    e = inits[0]
+    return passed(
+        f"Every rank wrapped its {e.get('module')} ({e.get('params')} parameters) in DDP "
+        "and trained through it."
+    )
+
+
+def _steps_by_rank(run: RunView) -> dict[int, dict[tuple[int, int], dict[str, Any]]]:
+    return {r.rank: {(e["opt"], e["n"]): e for e in r.of("step")} for r in run.ranks}
+
+
+@check(
+    "ddp.in_sync",
+    title="All ranks hold the same parameters after every step",
+    hint="Every rank must start from the same weights and apply the same averaged gradient: wrap "
+    "the model in DDP before training, and train only through the wrapper.",
+)
+def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
+    steps = _steps_by_rank(run)
+    if not any(steps.values()):
+        return failed("No rank took an optimizer step, so there was nothing to compare.")
+    if run.world_size == 1:
+        return passed("Only one rank ran; there is nothing to keep in sync.")
+    ref = steps.get(0, {})
+    compared = 0
+    for key in sorted(ref):
+        for rank in range(1, run.world_size):
+            other = steps.get(rank, {}).get(key)
+            if other is None:
+                continue
+            compared += 1
+            a = ref[key]
+            if a["digest"] == other["digest"]:
+                continue
+            names = next(
+                (e.get("names") for (o, n), e in ref.items() if o == key[0] and n == 1), None
+            )
+            where, va, vb = _first_difference(a.get("sums", []), other.get("sums", []), names or [])
+            if where is None:
+                continue  # equal to float64 precision in every tensor sum: bitwise noise only
+            return failed(
+                f"After optimizer step {key[1]}, rank {rank}'s parameters differ from rank 0's: "
+                f"the sum of '{where}' is {vb:.6g} on rank {rank} and {va:.6g} on rank 0.",
+                rank=rank,
+                line=steps[rank].get((key[0], 1), {}).get("line"),
+            )
+    if compared == 0:
+        return failed("The ranks took no optimizer steps in common, so they could not be compared.")
+    n = max(n for _, n in ref) if ref else 0
+    return passed(f"After each of the {n} optimizer steps, every rank held identical parameters.")
+
+
+def _first_difference(
+    a: list[float], b: list[float], names: list[str]
+) -> tuple[str | None, float, float]:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if abs(x - y) > SUM_TOLERANCE * max(1.0, abs(x), abs(y)):
+            return (names[i] if i < len(names) else f"parameter {i}"), x, y
+    if len(a) != len(b):
+        return "the parameter list", float(len(a)), float(len(b))
+    return None, 0.0, 0.0
+
+
+def _close(x: float, y: float) -> bool:
+    return abs(x - y) <= 1e-4 * max(abs(x), abs(y), 1e-12)
+
+
+@check(
+    "ddp.grad_average",
+    title="Gradients are averaged across ranks exactly once",
+    hint="DDP already averages gradients during loss.backward(): do not all-reduce them again, "
+    "and do not divide the loss by the world size.",
+)
+def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
+    ranks0 = run.ranks[0] if run.ranks else None
+    replay = ranks0.first("replay") if ranks0 else None
+    first_step = ranks0.first("step") if ranks0 else None
+    line = first_step.get("line") if first_step else None
+    if not run.events("ddp_init"):
+        return failed("The model was never wrapped in DDP, so no gradients were averaged.")
+    if replay is None:
+        return failed(
+            "Rank 0 did not reach the end of the program, so its first step could not be checked."
+        )
+    if replay.get("status") != "ok":
+        return skipped(f"The first step could not be replayed: {replay.get('reason')}.")
+    world = int(replay.get("world_size", run.world_size))
+    rel, ratio = float(replay["rel_error"]), float(replay["ratio"])
+    numbers = (
+        f"the gradient rank 0's optimizer used in its first step {run.at(line)} has norm "
+        f"{replay['norm_actual']:.4g}; the average of the ranks' own gradients has norm "
+        f"{replay['norm_expected']:.4g}"
+    )
+    if rel > GRAD_TOLERANCE:
+        if world > 1 and abs(ratio - world) < 0.05 * world:
+            why = f"{ratio:.2f}× too large: the gradients were summed over the {world} ranks, not averaged (an extra all_reduce on top of DDP?)"
+        elif world > 1 and abs(ratio * world - 1) < 0.05:
+            why = f"{ratio:.2f}× too small: the gradients were divided by the world size ({world}) once more"
+        else:
+            why = f"off by {rel:.0%} (largest difference in '{replay.get('worst_param')}')"
+        return failed(f"In your run, {numbers}: {why}.", rank=0, line=line)
+    if world > 1:
+        bad = _world_scaled_loss(replay, world)
+        if bad is not None:
+            rank, scale = bad
+            return failed(
+                f"Rank {rank} multiplied its loss by {scale:.4g} (= 1/{world}, one over the world "
+                "size) before backward. DDP already averages the gradients, so each step was "
+                f"{world}× smaller than it should be.",
+                rank=rank,
+                line=line,
+            )
+    return passed(
+        f"In the first step, every rank applied the average of the {world} ranks' gradients "
+        f"(replayed in one process; difference {rel:.1e})."
+    )
+
+
+def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] | None:
+    micro = replay.get("micro_steps", {})
+    for rank_s, scales in sorted(replay.get("loss_scales", {}).items()):
+        if not scales:
+            continue
+        k = max(1, int(micro.get(rank_s, 1)))
+        legit = (1.0, 1.0 / k)
+        if all(any(_close(s, ok) for ok in legit) for s in scales):
+            continue
+        if all(_close(s * world, 1.0) or _close(s * world * k, 1.0) for s in scales):
+            return int(rank_s), scales[0]
+    return None

@@ -1,0 +1,213 @@
+"""The run as a whole: it finished, joined and left the process group, used its own GPU."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from grader.checks.base import (
+    Outcome,
+    RunView,
+    check,
+    failed,
+    passed,
+    ranks_text,
+    skipped,
+    stack_line,
+)
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+@check(
+    "run.completed",
+    title="Every rank runs to the end",
+    hint="Read the first failing rank's traceback in its output below: the line it names is where "
+    "to start. A rank stuck in a collective usually means the ranks did not all call it.",
+)
+def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
+    if run.timed_out:
+        parts, first_rank, first_line = [], None, None
+        for r in run.ranks:
+            end = r.end
+            if end is not None:
+                parts.append(f"rank {r.rank} had finished")
+                continue
+            line = stack_line(r.stack, r.learner_file)
+            if line is not None:
+                parts.append(f"rank {r.rank} was stuck {run.at(line)}")
+                if first_rank is None:
+                    first_rank, first_line = r.rank, line
+            else:
+                parts.append(
+                    f"rank {r.rank} was not running your code (still starting, or in torch)"
+                )
+        return failed(
+            f"The run did not finish within {run.wall_seconds:g} s and was stopped: "
+            + "; ".join(parts)
+            + ".",
+            rank=first_rank,
+            line=first_line,
+        )
+    crashes = sorted(
+        ((e.get("t", 0.0), rank, e) for rank, e in run.events("exception")), key=lambda x: x[0]
+    )
+    if crashes:
+        _, rank, e = crashes[0]
+        others = sorted({r for _, r, _ in crashes[1:]} - {rank})
+        msg = (
+            f"Rank {rank} failed first, {run.at(e.get('line')) or 'before reaching your code'}: "
+            f"{e.get('type')}: {_first_line(e.get('message', ''))}"
+        )
+        if others:
+            msg += f". Then {ranks_text(others)} failed too (usually a consequence: their peer was gone)"
+        return failed(msg + ".", rank=rank, line=e.get("line"))
+    exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.get("status") == "exit"]
+    if exits:
+        rank, end = exits[0]
+        return failed(
+            f"Rank {rank} called sys.exit({end.get('exit_code')}): a non-zero exit means failure.",
+            rank=rank,
+        )
+    missing = [r for r in run.ranks if r.end is None]
+    if missing:
+        r = missing[0]
+        if r.exit_code is not None and r.exit_code < 0:
+            why = f"was killed by {_signal_name(r.exit_code)}"
+            if run.oom_killed or r.exit_code == -signal.SIGKILL:
+                why += " (most likely it ran out of memory)"
+        elif r.exit_code is not None:
+            why = f"exited with code {r.exit_code} without finishing your program (os._exit?)"
+        else:
+            why = "stopped before finishing"
+        line = stack_line(r.stack, r.learner_file)
+        return failed(
+            f"Rank {r.rank} {why}" + (f"; it was {run.at(line)}" if line else "") + ".",
+            rank=r.rank,
+            line=line,
+        )
+    note = ""
+    aborted = [r.rank for r in run.ranks if r.exit_code not in (0, None)]
+    if aborted:
+        note = (
+            f" ({ranks_text(aborted)} then aborted in torch's own teardown after finishing: "
+            "not your code's fault)"
+        )
+    return passed(f"All {run.world_size} ranks ran your program to the end{note}.")
+
+
+@check(
+    "dist.init",
+    title="Every rank joins the process group",
+    hint="Call dist.init_process_group() once at the start of every rank: backend 'nccl' on "
+    "GPUs, 'gloo' on CPU. torchrun already set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
+)
+def dist_init(run: RunView, params: dict[str, Any]) -> Outcome:
+    errors = run.events("init_error")
+    if errors:
+        rank, e = errors[0]
+        return failed(
+            f"Rank {rank} could not join the process group {run.at(e.get('line'))}: {e.get('error')}",
+            rank=rank,
+            line=e.get("line"),
+        )
+    inits = {rank: e for rank, e in run.events("init")}
+    missing = [r.rank for r in run.ranks if r.rank not in inits]
+    if missing:
+        return failed(
+            f"{ranks_text(missing).capitalize()} never called init_process_group(), so "
+            "the processes never formed a group: each trained alone.",
+            rank=missing[0],
+        )
+    for rank, e in inits.items():
+        if e.get("world_size") != run.world_size:
+            return failed(
+                f"Rank {rank} joined a group of {e.get('world_size')} processes, but "
+                f"{run.world_size} were launched.",
+                rank=rank,
+                line=e.get("line"),
+            )
+        if e.get("rank") != rank:
+            return failed(
+                f"The process torchrun launched as rank {rank} joined as rank {e.get('rank')}: "
+                "do not hard-code the rank.",
+                rank=rank,
+                line=e.get("line"),
+            )
+    backend = inits[0].get("backend") or "undefined"
+    requested = inits[0].get("requested")
+    if run.device == "cuda" and "nccl" not in str(requested or backend):
+        return failed(
+            f"On this GPU worker the group uses backend {requested or backend!r}; GPUs need 'nccl'.",
+            rank=0,
+            line=inits[0].get("line"),
+        )
+    how = f"backend {requested}" if requested else "the default backend"
+    return passed(f"All {run.world_size} ranks joined the process group ({how}).")
+
+
+@check(
+    "dist.cleanup",
+    title="Every rank leaves the process group",
+    hint="Call dist.destroy_process_group() at the end of every rank, in a `finally:` so it "
+    "also runs when training raises.",
+)
+def dist_cleanup(run: RunView, params: dict[str, Any]) -> Outcome:
+    inits = {rank for rank, _ in run.events("init")}
+    if not inits:
+        return skipped("No rank joined a process group, so there was none to leave.")
+    destroyed = {rank for rank, e in run.events("destroy")}
+    missing = sorted(inits - destroyed)
+    if missing:
+        return failed(
+            f"{ranks_text(missing).capitalize()} ended without calling destroy_process_group().",
+            rank=missing[0],
+        )
+    return passed("Every rank called destroy_process_group() before it ended.")
+
+
+@check(
+    "device.pinned",
+    title="Each rank uses its own GPU",
+    hint="Use device = torch.device('cuda', int(os.environ['LOCAL_RANK'])), call "
+    "torch.cuda.set_device(device), move the model there and pass device_ids=[device.index] to DDP.",
+)
+def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
+    if run.device != "cuda":
+        return skipped("This run used CPU workers; GPU pinning is checked on GPU workers only.")
+    inits = {rank: e for rank, e in run.events("ddp_init")}
+    used: dict[str, int] = {}
+    for r in run.ranks:
+        e = inits.get(r.rank)
+        if e is None:
+            return failed(f"Rank {r.rank} never built a DDP model.", rank=r.rank)
+        devices = e.get("devices", [])
+        want = f"cuda:{r.rank}"
+        if devices != [want]:
+            return failed(
+                f"Rank {r.rank}'s model is on {', '.join(devices) or 'no device'}, not on "
+                f"its own GPU {want}.",
+                rank=r.rank,
+                line=e.get("line"),
+            )
+        if e.get("device_ids") and e["device_ids"] != [want] and e["device_ids"] != [str(r.rank)]:
+            return failed(
+                f"Rank {r.rank} passed device_ids={e['device_ids']} to DDP; it should be its own "
+                f"GPU ({want}).",
+                rank=r.rank,
+                line=e.get("line"),
+            )
+        if want in used:
+            return failed(f"Ranks {used[want]} and {r.rank} share {want}.", rank=r.rank)
+        used[want] = r.rank
+    return passed(f"Each of the {run.world_size} ranks kept its model on its own GPU.")

@@ -1,0 +1,161 @@
+"""Data sharding: judged on the loader iterations that actually drove training steps."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from grader.checks.base import (
+    Outcome,
+    RunView,
+    check,
+    failed,
+    index_ranges,
+    passed,
+    skipped,
+)
+
+PICTURE_MAX_INDICES = 4096
+
+
+def training_epochs(run: RunView) -> dict[int, list[dict[str, Any]]]:
+    """Per rank, the iterations during which optimizer steps were taken, in order (= epochs)."""
+    return {
+        r.rank: [
+            e
+            for e in r.of("iteration")
+            if e.get("steps", 0) > 0 and e.get("attempt", 0) == _last_attempt(r)
+        ]
+        for r in run.ranks
+    }
+
+
+def _last_attempt(rank: Any) -> int:
+    return max((e.get("attempt", 0) for e in rank.events), default=0)
+
+
+def sampler_artifact(run: RunView) -> dict[str, Any]:
+    """Indices per rank per epoch, for a picture of who saw what."""
+    epochs = training_epochs(run)
+    n = max((len(v) for v in epochs.values()), default=0)
+    dataset_len = next((e.get("dataset_len") for v in epochs.values() for e in v), None)
+    out = []
+    for i in range(n):
+        ranks = {}
+        for rank, its in sorted(epochs.items()):
+            if i < len(its):
+                ranks[str(rank)] = {
+                    "indices": its[i]["indices"][:PICTURE_MAX_INDICES],
+                    "count": its[i]["count"],
+                    "sampler": its[i].get("sampler"),
+                    "epoch": its[i].get("epoch"),
+                }
+        out.append({"epoch": i, "ranks": ranks})
+    return {"world_size": run.world_size, "dataset_len": dataset_len, "epochs": out}
+
+
+@check(
+    "sampler.shards",
+    title="Each rank trains on its own shard of the data",
+    hint="Give the training DataLoader sampler=DistributedSampler(dataset) (and no shuffle=True: "
+    "the sampler shuffles). It hands each rank a different slice of every epoch.",
+)
+def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
+    epochs = training_epochs(run)
+    if not any(epochs.values()):
+        if not run.events("step"):
+            return failed("No optimizer step was taken, so no data drove training.")
+        return failed(
+            "No DataLoader or DistributedSampler handed out the data of the training steps, so "
+            "the grader could not see that each rank trained on its own shard."
+        )
+    if run.world_size == 1:
+        return passed("Only one rank ran; it saw the whole dataset, as it should.")
+    n_epochs = min(len(v) for v in epochs.values())
+    for i in range(n_epochs):
+        its = {rank: v[i] for rank, v in epochs.items()}
+        sets = {rank: set(it["indices"]) for rank, it in its.items()}
+        dataset_len = its[0].get("dataset_len")
+        pad = 0
+        if dataset_len and its[0].get("distributed") and not its[0].get("drop_last"):
+            pad = math.ceil(dataset_len / run.world_size) * run.world_size - dataset_len
+        ranks = sorted(sets)
+        for a_i, a in enumerate(ranks):
+            for b in ranks[a_i + 1 :]:
+                common = sets[a] & sets[b]
+                if len(common) > pad:
+                    everything = dataset_len is not None and len(common) >= dataset_len
+                    what = (
+                        f"all {dataset_len} samples"
+                        if everything
+                        else f"{len(common)} of the same samples (indices {index_ranges(list(common))})"
+                    )
+                    why = (
+                        " Without a DistributedSampler every rank reads the whole dataset."
+                        if not its[b].get("distributed")
+                        else " Their samplers were not set up for their own rank and world size."
+                    )
+                    return failed(
+                        f"Rank {a} and rank {b} both saw {what} in epoch {i + 1}.{why}",
+                        rank=b,
+                        line=its[b].get("line"),
+                    )
+        if dataset_len:
+            union = set().union(*sets.values())
+            batch = int(its[0].get("batch_size") or 1)
+            allowed = run.world_size * batch + run.world_size
+            unseen = dataset_len - len(union)
+            if unseen > allowed and all(it["count"] == len(it["indices"]) for it in its.values()):
+                missing = sorted(set(range(dataset_len)) - union)
+                return failed(
+                    f"In epoch {i + 1} the ranks together saw only {len(union)} of the "
+                    f"{dataset_len} samples; no rank saw indices {index_ranges(missing)}.",
+                    rank=0,
+                    line=its[0].get("line"),
+                )
+    sizes = ", ".join(f"rank {r}: {v[0]['count']}" for r, v in sorted(epochs.items()) if v)
+    return passed(
+        f"In each of the {n_epochs} training epochs the ranks saw disjoint shards ({sizes} samples)."
+    )
+
+
+@check(
+    "sampler.set_epoch",
+    title="The shuffle changes every epoch",
+    hint="Call sampler.set_epoch(epoch) at the start of every epoch, before iterating the "
+    "DataLoader: DistributedSampler seeds its shuffle with the epoch number.",
+)
+def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
+    epochs = training_epochs(run)
+    dist_its = {r: [it for it in v if it.get("distributed")] for r, v in epochs.items()}
+    if not any(dist_its.values()):
+        return skipped("No DistributedSampler drove training, so there was no shuffle to renew.")
+    if not any(it.get("shuffle") for v in dist_its.values() for it in v):
+        return skipped(
+            "The DistributedSampler does not shuffle, so set_epoch has nothing to change."
+        )
+    if max(len(v) for v in dist_its.values()) < 2:
+        return skipped("Training ran for a single epoch, so there was no next shuffle to check.")
+    for rank, its in sorted(dist_its.items()):
+        for prev, cur in zip(its, its[1:], strict=False):
+            if (
+                cur.get("shuffle")
+                and prev.get("sampler_id") == cur.get("sampler_id")
+                and prev.get("epoch") == cur.get("epoch")
+            ):
+                n = its.index(cur) + 1
+                same = prev["indices"][:5] == cur["indices"][:5]
+                return failed(
+                    f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} in training epochs "
+                    f"{n - 1} and {n}, so it replayed the same order"
+                    + (
+                        f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"
+                        if same
+                        else ""
+                    )
+                    + ".",
+                    rank=rank,
+                    line=cur.get("line"),
+                )
+    n = max(len(v) for v in dist_its.values())
+    return passed(f"The sampler started each of the {n} training epochs with a new epoch number.")

@@ -1,0 +1,25 @@
+"""The harness: loaded first in every rank, it records what the learner's program does.
+
+`python -m grader.harness main.py ARGS...` (the supervisor's torchrun entrypoint) installs the
+hooks of `grader.harness.hooks`, runs the learner's file as `__main__`, and writes one JSON line
+per event to a per-rank trace file. Checks (`grader.checks`) are pure functions over those traces.
+
+Environment (read once, then removed from `os.environ` so the learner's code does not see it):
+- RDV_TRACE_DIR: the directory of the trace files (a private, randomly named dir).
+- RDV_HARNESS: JSON settings (pg_timeout_seconds, faults, max_indices).
+"""
+
+TRACE_DIR_ENV = "RDV_TRACE_DIR"
+SETTINGS_ENV = "RDV_HARNESS"
+
+
+def trace_name(rank: int, attempt: int) -> str:
+    return f"rank-{rank}-a{attempt}.jsonl"
+
+
+def stack_name(rank: int, attempt: int) -> str:
+    return f"stack-{rank}-a{attempt}.txt"
+
+
+def replay_name(rank: int) -> str:
+    return f"replay-{rank}.pt"

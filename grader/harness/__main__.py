@@ -1,0 +1,111 @@
+"""Rank entrypoint: `python -m grader.harness main.py ARGS...` (what the supervisor launches).
+
+Installs the hooks, runs the learner's file as `__main__` and writes the end-of-program record.
+It leaves with `os._exit` after flushing and running atexit handlers: torch 2.13 CPU sometimes
+aborts in C++ static teardown after a finished DDP run (SIGABRT), which would fail a correct
+learner and make the launcher kill the other ranks mid-way; the end record is the judge anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
+from grader.harness.tracer import Tracer
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]:
+    """The traceback from the learner's first frame on, and the innermost line of their file."""
+    te = traceback.TracebackException.from_exception(exc)
+    frames = list(te.stack)
+    first = next((i for i, f in enumerate(frames) if f.filename == script), 0)
+    harness = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    kept = [f for f in frames[first:] if not f.filename.startswith(harness + os.sep)]
+    te.stack = traceback.StackSummary.from_list(kept)
+    line = next((f.lineno for f in reversed(frames) if f.filename == script), None)
+    text = "".join(te.format()).replace(script, os.path.basename(script))
+    return text, line
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m grader.harness main.py [args...]", file=sys.stderr)
+        return 2
+    trace_dir = Path(os.environ.pop(TRACE_DIR_ENV, "."))
+    settings = json.loads(os.environ.pop(SETTINGS_ENV, "{}"))
+    os.dup2(1, 2)  # one stream per rank, in the order it was written
+    script = os.path.abspath(argv[0])
+    rank = int(os.environ.get("RANK", "0"))
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    tracer = Tracer(
+        trace_dir,
+        rank=rank,
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        attempt=attempt,
+        learner_file=script,
+        settings=settings,
+    )
+    stack_file = open(trace_dir / stack_name(rank, attempt), "w")  # noqa: SIM115 (lives until exit)
+    faulthandler.enable(file=stack_file, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    tracer.emit(
+        "start",
+        pid=os.getpid(),
+        rank=rank,
+        world_size=tracer.world_size,
+        attempt=attempt,
+        file=script,
+    )
+
+    from grader.harness.hooks import install_all
+
+    install_all(tracer)
+    sys.argv = [argv[0], *argv[1:]]
+    sys.path[0] = os.path.dirname(script)
+    status, code, line = "ok", 0, None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        status = "ok" if code == 0 else "exit"
+    except BaseException as exc:
+        text, line = learner_traceback(exc, script)
+        sys.stderr.write(text)
+        tracer.emit(
+            "exception",
+            type=type(exc).__name__,
+            message=str(exc)[:2000],
+            traceback=text[-8000:],
+            line=line,
+        )
+        status, code = "exception", 1
+    tracer.finish()
+    tracer.emit("end", status=status, exit_code=code, line=line)
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,145 @@
+"""Checkpoints: every torch.save / torch.load, and the renames that move files into place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from grader.harness.tracer import Tracer, wrap
+
+MAX_KEYS = 40
+
+
+def _path(f: Any) -> str | None:
+    try:
+        return os.path.abspath(os.fspath(f))
+    except TypeError:
+        name = getattr(f, "name", None)
+        return os.path.abspath(name) if isinstance(name, str) else None
+
+
+def _state_dicts(obj: Any, where: str = "", depth: int = 0) -> list[tuple[str, Mapping[str, Any]]]:
+    """Mappings of str -> tensor inside obj (the object itself, or nested in dicts/lists)."""
+    found: list[tuple[str, Mapping[str, Any]]] = []
+    if depth > 3:
+        return found
+    if isinstance(obj, Mapping):
+        if (
+            obj
+            and all(isinstance(k, str) for k in obj)
+            and any(isinstance(v, torch.Tensor) for v in obj.values())
+        ):
+            found.append((where, obj))
+        for k, v in list(obj.items())[:200]:
+            if isinstance(v, (Mapping, list, tuple)):
+                found += _state_dicts(v, f"{where}[{k!r}]", depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj[:50]):
+            found += _state_dicts(v, f"{where}[{i}]", depth + 1)
+    return found
+
+
+def analyze(obj: Any, tracer: Tracer) -> dict[str, Any]:
+    """What a saved object holds, judged against the bare model of the first DDP wrapper."""
+    models = tracer.state.get("ddp_models", [])
+    bare = models[0].module.state_dict() if models else None
+    info: dict[str, Any] = {"type": type(obj).__name__}
+    if isinstance(obj, DDP):
+        info.update(holds="ddp", model_state=True)
+        return info
+    if isinstance(obj, torch.nn.Module):
+        is_bare = any(obj is m.module for m in models)
+        info.update(holds="module", model_state=is_bare or not models)
+        return info
+    found = []
+    for where, sd in _state_dicts(obj):
+        keys = list(sd.keys())
+        stripped = [k[len("module.") :] if k.startswith("module.") else k for k in keys]
+        entry: dict[str, Any] = {
+            "where": where or "(the saved object)",
+            "n": len(keys),
+            "prefixed": sum(k.startswith("module.") for k in keys),
+            "sample": keys[:5],
+        }
+        if bare is not None:
+            overlap = len(set(stripped) & set(bare))
+            entry["model"] = overlap >= max(1, len(bare) // 2)
+            missing = [k for k in bare if k not in sd]
+            unexpected = [k for k in keys if k not in bare]
+            shape_bad = [
+                k
+                for k in keys
+                if k in bare
+                and hasattr(sd[k], "shape")
+                and tuple(sd[k].shape) != tuple(bare[k].shape)
+            ]
+            entry.update(
+                missing=missing[:MAX_KEYS],
+                unexpected=unexpected[:MAX_KEYS],
+                n_missing=len(missing),
+                n_unexpected=len(unexpected),
+                shape_mismatch=shape_bad[:MAX_KEYS],
+                loadable=not missing and not unexpected and not shape_bad,
+            )
+        else:
+            entry["model"] = any(k.endswith((".weight", ".bias")) for k in stripped)
+        found.append(entry)
+    info.update(holds="state" if found else "other", state_dicts=found)
+    info["model_state"] = any(e.get("model") for e in found)
+    return info
+
+
+def install(tracer: Tracer) -> None:
+    def make_save(original: Any) -> Any:
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            line = tracer.where()
+            path = _path(f)
+            try:
+                info = analyze(obj, tracer)
+            except Exception as exc:
+                info = {"holds": "other", "error": repr(exc)}
+            try:
+                out = original(obj, f, *args, **kwargs)
+            except BaseException as exc:
+                tracer.emit("save", path=path, line=line, ok=False, error=repr(exc)[:300], **info)
+                raise
+            tracer.emit("save", path=path, line=line, ok=True, **info)
+            return out
+
+        return save
+
+    def make_load(original: Any) -> Any:
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            line = tracer.where()
+            path = _path(f)
+            try:
+                out = original(f, *args, **kwargs)
+            except BaseException as exc:
+                tracer.emit("load", path=path, line=line, ok=False, error=repr(exc)[:300])
+                raise
+            tracer.emit("load", path=path, line=line, ok=True)
+            return out
+
+        return load
+
+    def make_rename(original: Any) -> Any:
+        def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(src, dst, *args, **kwargs)
+            try:
+                tracer.emit("rename", src=_path(src), dst=_path(dst), line=tracer.where())
+            except Exception:
+                pass
+            return out
+
+        return rename
+
+    wrap(torch, "save", make_save)
+    wrap(torch, "load", make_load)
+    wrap(torch.serialization, "save", make_save)
+    wrap(torch.serialization, "load", make_load)
+    wrap(os, "replace", make_rename)
+    wrap(os, "rename", make_rename)

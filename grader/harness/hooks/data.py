@@ -1,0 +1,135 @@
+"""Data: which indices each loader iteration handed out, and set_epoch calls.
+
+An "iteration" is one pass over a DataLoader (or a DistributedSampler iterated directly). The
+optimizer hook counts the steps taken while an iteration was the last one to hand out indices:
+iterations with steps drove training; a probe (`next(iter(loader))`) or a validation pass has none.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from torch.utils.data import DistributedSampler
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from grader.harness.tracer import Tracer, wrap
+
+MAX_INDICES = 50_000
+
+
+def _sampler_info(sampler: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {"sampler": type(sampler).__name__, "sampler_id": id(sampler)}
+    inner = getattr(sampler, "sampler", None)  # a BatchSampler wraps the real sampler
+    if inner is not None and not isinstance(sampler, DistributedSampler):
+        info = {
+            "sampler": type(inner).__name__,
+            "sampler_id": id(inner),
+            "batch_sampler": type(sampler).__name__,
+        }
+        sampler = inner
+    if isinstance(sampler, DistributedSampler):
+        info.update(
+            distributed=True,
+            epoch=int(sampler.epoch),
+            num_replicas=int(sampler.num_replicas),
+            sampler_rank=int(sampler.rank),
+            shuffle=bool(sampler.shuffle),
+            drop_last=bool(sampler.drop_last),
+            seed=int(sampler.seed),
+        )
+    else:
+        info["distributed"] = False
+    return info
+
+
+def install(tracer: Tracer) -> None:
+    iterations: list[dict[str, Any]] = []
+    by_loader_iter: dict[int, tuple[Any, dict[str, Any]]] = {}
+    local = threading.local()
+    cap = int(tracer.settings.get("max_indices", MAX_INDICES))
+
+    def new_iteration(info: dict[str, Any], line: int | None) -> dict[str, Any]:
+        record = {
+            "id": len(iterations),
+            "line": line,
+            "steps": 0,
+            "indices": [],
+            "count": 0,
+            **info,
+        }
+        iterations.append(record)
+        return record
+
+    def add(record: dict[str, Any], indices: Any) -> None:
+        if isinstance(indices, int):
+            indices = [indices]
+        try:
+            items = [int(i) for i in indices]
+        except (TypeError, ValueError):
+            return
+        record["count"] += len(items)
+        room = cap - len(record["indices"])
+        if room > 0:
+            record["indices"].extend(items[:room])
+        tracer.state["current_iter"] = record
+
+    def make_next_index(original: Any) -> Any:
+        def _next_index(self: Any) -> Any:
+            local.in_loader = True
+            try:
+                indices = original(self)
+            finally:
+                local.in_loader = False
+            sampler_iter = self._sampler_iter
+            known = by_loader_iter.get(id(self))
+            if known is None or known[0] is not sampler_iter:
+                info = _sampler_info(self._index_sampler)
+                try:
+                    info["dataset_len"] = len(self._dataset)
+                except Exception:
+                    info["dataset_len"] = None
+                info["batch_size"] = getattr(self._index_sampler, "batch_size", None)
+                record = new_iteration(info, tracer.where())
+                by_loader_iter[id(self)] = (sampler_iter, record)
+            else:
+                record = known[1]
+            add(record, indices)
+            return indices
+
+        return _next_index
+
+    def make_sampler_iter(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            inner = original(self)
+            if getattr(local, "in_loader", False):
+                return inner
+            info = _sampler_info(self)
+            info["dataset_len"] = len(self.dataset) if hasattr(self.dataset, "__len__") else None
+            record = new_iteration(info, tracer.where())
+
+            def gen() -> Any:
+                for index in inner:
+                    add(record, index)
+                    yield index
+
+            return gen()
+
+        return __iter__
+
+    def make_set_epoch(original: Any) -> Any:
+        def set_epoch(self: Any, epoch: int) -> None:
+            tracer.emit("set_epoch", epoch=epoch, sampler_id=id(self), line=tracer.where())
+            return original(self, epoch)
+
+        return set_epoch
+
+    wrap(_BaseDataLoaderIter, "_next_index", make_next_index)
+    wrap(DistributedSampler, "__iter__", make_sampler_iter)
+    wrap(DistributedSampler, "set_epoch", make_set_epoch)
+
+    def finish() -> None:
+        for record in iterations:
+            tracer.emit("iteration", **record)
+
+    tracer.finalizers.append(finish)

@@ -1,0 +1,104 @@
+"""DistributedDataParallel: construction, forward (first-step capture), no_sync, backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from grader.harness import replay
+from grader.harness.tracer import Tracer, wrap
+
+
+def _describe(ddp: Any) -> dict[str, Any]:
+    module = ddp.module
+    params = list(module.parameters())
+    devices = sorted({str(p.device) for p in params})
+    sd = module.state_dict()
+    return {
+        "module": type(module).__name__,
+        "params": sum(p.numel() for p in params),
+        "devices": devices,
+        "device_ids": [str(d) for d in (ddp.device_ids or [])],
+        "find_unused": bool(getattr(ddp, "find_unused_parameters", False)),
+        "keys": list(sd.keys())[:2000],
+        "shapes": {k: list(v.shape) for k, v in list(sd.items())[:2000] if hasattr(v, "shape")},
+    }
+
+
+def install(tracer: Tracer) -> None:
+    models: list[Any] = []
+    tracer.state["ddp_models"] = models
+    forwards = {"total": 0, "synced": 0, "first_line": None}
+
+    def make_init(original: Any) -> Any:
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            line = tracer.where()
+            original(self, *args, **kwargs)
+            models.append(self)
+            try:
+                info = _describe(self)
+            except Exception as exc:
+                info = {"error": repr(exc)}
+            tracer.emit("ddp_init", index=len(models) - 1, line=line, **info)
+
+        return __init__
+
+    def make_forward(original: Any) -> Any:
+        def forward(self: Any, *inputs: Any, **kwargs: Any) -> Any:
+            forwards["total"] += 1
+            grad = torch.is_grad_enabled()
+            if forwards["total"] == 1:
+                forwards["first_line"] = tracer.where()
+                tracer.emit("ddp_forward", line=forwards["first_line"], steps=tracer.steps)
+            if grad and self.require_backward_grad_sync:
+                tracer.state["pending_sync"] = True
+                forwards["synced"] += 1
+            micro = None
+            if tracer.steps == 0 and grad:
+                try:
+                    micro = replay.capture_forward(tracer, self, inputs, kwargs)
+                except Exception as exc:
+                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+            out = original(self, *inputs, **kwargs)
+            if micro is not None:
+                try:
+                    replay.attach_output(micro, out)
+                except Exception as exc:
+                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+            return out
+
+        return forward
+
+    def make_no_sync(original: Any) -> Any:
+        def no_sync(self: Any) -> Any:
+            n = tracer.state.get("no_sync", 0)
+            tracer.state["no_sync"] = n + 1
+            if n == 0:
+                tracer.emit("no_sync", line=tracer.where())
+            return original(self)
+
+        return no_sync
+
+    def make_backward(original: Any) -> Any:
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            if tracer.state.pop("pending_sync", False):
+                tracer.sync += 1
+            return out
+
+        return backward
+
+    wrap(DDP, "__init__", make_init)
+    wrap(DDP, "forward", make_forward)
+    wrap(DDP, "no_sync", make_no_sync)
+    wrap(torch.autograd, "backward", make_backward)
+    tracer.finalizers.append(
+        lambda: tracer.emit(
+            "ddp_summary",
+            forwards=forwards["total"],
+            synced_forwards=forwards["synced"],
+            no_sync=tracer.state.get("no_sync", 0),
+        )
+    )

@@ -1,0 +1,118 @@
+"""Optimizer steps: a digest of the parameters after every step, first-step replay data, clipping,
+and the faults the exercise asks to inject."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+
+from grader.harness import replay
+from grader.harness.tracer import Tracer, wrap
+
+MAX_SUMS = 64
+DIGEST_SAMPLE = 4096  # elements per tensor hashed once a model is large
+LARGE_MODEL = 5_000_000
+ORIGINAL_CLIP_NORM: list[Any] = []
+
+
+def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
+    h = hashlib.blake2b(digest_size=16)
+    large = sum(p.numel() for p in params) > LARGE_MODEL
+    sums: list[float] = []
+    with torch.no_grad():
+        for p in params:
+            flat = p.detach().reshape(-1)
+            if large and flat.numel() > DIGEST_SAMPLE:
+                step = max(1, flat.numel() // DIGEST_SAMPLE)
+                flat = flat[::step]
+            flat = flat.to("cpu")
+            h.update(flat.contiguous().view(torch.uint8).numpy().tobytes())
+            if len(sums) < MAX_SUMS:
+                sums.append(float(p.detach().double().sum()))
+    return h.hexdigest(), sums
+
+
+def install(tracer: Tracer) -> None:
+    optimizers: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    faults = [
+        f
+        for f in tracer.settings.get("faults", [])
+        if f.get("rank") == tracer.rank and f.get("attempt", 0) == tracer.attempt
+    ]
+
+    def names_for(params: list[torch.Tensor]) -> tuple[list[str], float]:
+        by_id: dict[int, str] = {}
+        for ddp in tracer.state.get("ddp_models", []):
+            for n, p in ddp.module.named_parameters():
+                by_id[id(p)] = n
+        names = [by_id.get(id(p), f"param{i}") for i, p in enumerate(params)]
+        frac = sum(id(p) in by_id for p in params) / max(1, len(params))
+        return names, frac
+
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if tracer.steps == 0:
+            try:
+                replay.save_first_step(tracer, optimizer)
+            except Exception as exc:
+                replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+
+    def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        index = optimizers.setdefault(id(optimizer), len(optimizers))
+        n = counts.get(index, 0) + 1
+        counts[index] = n
+        tracer.steps += 1
+        current = tracer.state.get("current_iter")
+        if current is not None:
+            current["steps"] += 1
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        digest, sums = _digest(params)
+        event: dict[str, Any] = {"opt": index, "n": n, "digest": digest, "sums": sums}
+        if n == 1:
+            names, frac = names_for(params)
+            event.update(names=names[:MAX_SUMS], ddp_frac=frac, line=tracer.where())
+            event["optimizer"] = type(optimizer).__name__
+        tracer.emit("step", **event)
+        for fault in faults:
+            if tracer.steps == fault.get("after_steps"):
+                tracer.emit("fault", **fault)
+                os._exit(int(fault.get("exit_code", 1)))
+
+    register_optimizer_step_pre_hook(pre_hook)
+    register_optimizer_step_post_hook(post_hook)
+
+    clip_grad = torch.nn.utils.clip_grad
+    ORIGINAL_CLIP_NORM.append(clip_grad.clip_grad_norm_)
+
+    def make_clip_norm(original: Any) -> Any:
+        def clip_grad_norm_(
+            parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **k: Any
+        ) -> Any:
+            replay.record_clip(tracer, "norm", max_norm=float(max_norm), norm_type=float(norm_type))
+            return original(parameters, max_norm, norm_type, *a, **k)
+
+        return clip_grad_norm_
+
+    def make_clip_value(original: Any) -> Any:
+        def clip_grad_value_(parameters: Any, clip_value: float, *a: Any, **k: Any) -> Any:
+            replay.record_clip(tracer, "value", clip_value=float(clip_value))
+            return original(parameters, clip_value, *a, **k)
+
+        return clip_grad_value_
+
+    for owner in (torch.nn.utils, clip_grad):
+        wrap(owner, "clip_grad_norm_", make_clip_norm)
+        wrap(owner, "clip_grad_value_", make_clip_value)
+
+    def finish() -> None:
+        if tracer.rank == 0:
+            tracer.emit("replay", **replay.run_replay(tracer))
+
+    tracer.finalizers.append(finish)

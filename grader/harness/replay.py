@@ -1,0 +1,259 @@
+"""First-step replay: what the gradient of the first optimizer step should have been.
+
+Each rank records, for every forward through DDP before its first optimizer step, the inputs, its
+RNG state and the gradient that its backward sent into the forward's outputs (the cotangent, i.e.
+the learner's own loss as they back-propagated it). Rank 0, after the program, replays every
+rank's micro-steps one after the other on a copy of the model taken before the first step, averages
+the per-rank gradients, applies the learner's own clipping, and compares that with the gradient
+rank 0's optimizer actually used. A summed or twice-averaged gradient, or a step that never
+synchronised, shows as a ratio or an error; everything is reported as numbers in one event.
+
+Separately, the gradient that reached the value returned by a standard loss function (the scale
+the learner applied to it before backward) is recorded per micro-step: a loss divided by the world
+size shows there even though the replay, using the learner's own cotangents, agrees with it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from grader.harness import replay_name
+from grader.harness.tracer import Tracer
+
+MAX_REPLAY_PARAMS = 20_000_000
+WAIT_FOR_RANKS_S = 10.0
+
+
+def _raw_save() -> Any:
+    return getattr(torch.save, "__wrapped__", torch.save)
+
+
+def _raw_load() -> Any:
+    return getattr(torch.load, "__wrapped__", torch.load)
+
+
+def _to_cpu(tree: Any) -> Any:
+    return pytree.tree_map(
+        lambda v: v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v, tree
+    )
+
+
+def _to_device(tree: Any, device: torch.device) -> Any:
+    return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, tree)
+
+
+def state(tracer: Tracer) -> dict[str, Any]:
+    return tracer.state.setdefault(
+        "replay", {"model": None, "ddp": None, "micro": [], "clip": [], "off": None}
+    )
+
+
+def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[str, Any] | None:
+    """Before a DDP forward of the first step: remember what is needed to replay it."""
+    st = state(tracer)
+    if st["off"] or not torch.is_grad_enabled():
+        return None
+    if st["ddp"] is None:
+        numel = sum(p.numel() for p in ddp.module.parameters())
+        if numel > MAX_REPLAY_PARAMS:
+            st["off"] = f"the model has {numel} parameters; too many to replay"
+            return None
+        try:
+            st["model"] = copy.deepcopy(ddp.module)
+        except Exception as exc:
+            st["off"] = f"the model could not be copied ({type(exc).__name__})"
+            return None
+        st["ddp"] = ddp
+    elif st["ddp"] is not ddp:
+        st["off"] = "more than one DDP model ran before the first optimizer step"
+        return None
+    micro: dict[str, Any] = {
+        "inputs": _to_cpu(inputs),
+        "kwargs": _to_cpu(kwargs),
+        "rng": torch.get_rng_state(),
+        "cuda_rng": None,
+        "sync": bool(ddp.require_backward_grad_sync),
+        "cotangents": None,
+        "scales": [],
+    }
+    device = next(ddp.module.parameters()).device
+    if device.type == "cuda":
+        micro["cuda_rng"] = torch.cuda.get_rng_state(device)
+    st["micro"].append(micro)
+    return micro
+
+
+def attach_output(micro: dict[str, Any], output: Any) -> None:
+    """Record the gradient that backward sends into each output tensor of the forward."""
+    leaves = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
+    micro["cotangents"] = [None] * len(leaves)
+    for i, leaf in enumerate(leaves):
+        if leaf.requires_grad:
+
+            def hook(grad: torch.Tensor, i: int = i) -> None:
+                micro["cotangents"][i] = grad.detach().to("cpu", copy=True)
+
+            leaf.register_hook(hook)
+
+
+def record_loss_scale(tracer: Tracer, loss: Any) -> None:
+    """A standard loss function returned `loss`: record the factor applied to it before backward."""
+    st = state(tracer)
+    if st["off"] or not st["micro"] or tracer.steps:
+        return
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad or loss.dim() != 0:
+        return
+    micro = st["micro"][-1]
+
+    def hook(grad: torch.Tensor) -> None:
+        micro["scales"].append(float(grad.detach().float().cpu()))
+
+    loss.register_hook(hook)
+
+
+def record_clip(tracer: Tracer, kind: str, **args: Any) -> None:
+    if tracer.steps == 0:
+        state(tracer)["clip"].append({"kind": kind, **args})
+
+
+def save_first_step(tracer: Tracer, optimizer: Any) -> None:
+    """At the first optimizer step that updates the DDP model: save this rank's replay data."""
+    st = state(tracer)
+    if st.get("saved") or st["ddp"] is None:
+        return
+    module = st["ddp"].module
+    ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    named = [(n, p) for n, p in module.named_parameters() if id(p) in ids]
+    if not named:
+        return
+    st["saved"] = True
+    grads = {
+        n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None) for n, p in named
+    }
+    st["grads"] = grads
+    data = {
+        "rank": tracer.rank,
+        "micro": [m for m in st["micro"] if m["cotangents"] is not None],
+        "off": st["off"],
+    }
+    try:
+        _raw_save()(data, tracer.trace_dir / replay_name(tracer.rank))
+    except Exception as exc:
+        st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
+
+
+def _replay_rank(model: Any, micros: list[dict[str, Any]], device: torch.device) -> None:
+    for micro in micros:
+        torch.set_rng_state(micro["rng"])
+        if micro["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(micro["cuda_rng"], device)
+        out = model(*_to_device(micro["inputs"], device), **_to_device(micro["kwargs"], device))
+        leaves = [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
+        pairs = [
+            (leaf, cot.to(device))
+            for leaf, cot in zip(leaves, micro["cotangents"], strict=False)
+            if cot is not None and leaf.requires_grad
+        ]
+        if pairs:
+            torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def run_replay(tracer: Tracer) -> dict[str, Any]:
+    """On rank 0 after the program: the expected first-step gradient vs the one that was used."""
+    st = state(tracer)
+    if st["off"]:
+        return {"status": "unavailable", "reason": st["off"]}
+    if "grads" not in st:
+        return {"status": "unavailable", "reason": "no optimizer step updated the DDP model"}
+    world = tracer.world_size
+    data: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + WAIT_FOR_RANKS_S
+    while len(data) < world and time.monotonic() < deadline:
+        for r in range(world):
+            path = tracer.trace_dir / replay_name(r)
+            if r not in data and path.exists():
+                try:
+                    data[r] = _raw_load()(path, weights_only=False)
+                except Exception:
+                    pass
+        if len(data) < world:
+            time.sleep(0.2)
+    missing = sorted(set(range(world)) - set(data))
+    if missing:
+        return {"status": "unavailable", "reason": f"no first-step data from ranks {missing}"}
+    for r, d in data.items():
+        if d.get("off"):
+            return {"status": "unavailable", "reason": f"rank {r}: {d['off']}"}
+    model = st["model"]
+    model.train(st["ddp"].module.training)
+    device = next(model.parameters()).device
+    saved_rng = torch.get_rng_state()
+    totals: dict[str, torch.Tensor] = {}
+    named = [(n, p) for n, p in model.named_parameters() if n in st["grads"]]
+    for r in range(world):
+        model.zero_grad(set_to_none=True)
+        _replay_rank(model, data[r]["micro"], device)
+        for n, p in named:
+            g = p.grad if p.grad is not None else torch.zeros_like(p)
+            totals[n] = totals[n] + g if n in totals else g.detach().clone()
+    torch.set_rng_state(saved_rng)
+    for n, p in named:
+        p.grad = totals[n] / world
+    _clip(named, st["clip"])
+    expected = torch.cat([p.grad.detach().flatten().double().cpu() for _, p in named])
+    actual = torch.cat(
+        [
+            (st["grads"][n] if st["grads"][n] is not None else torch.zeros_like(p))
+            .flatten()
+            .double()
+            .cpu()
+            for n, p in named
+        ]
+    )
+    norm_e = float(expected.norm())
+    if norm_e == 0.0 or math.isnan(norm_e):
+        return {"status": "unavailable", "reason": "the expected first-step gradient is zero"}
+    rel = float((actual - expected).norm()) / norm_e
+    ratio = float(actual.dot(expected)) / float(expected.dot(expected))
+    worst_name, worst = None, -1.0
+    for n, p in named:
+        a = st["grads"][n]
+        e = p.grad.detach().double().cpu()
+        a = a.double() if a is not None else torch.zeros_like(e)
+        d = float((a - e).norm()) / max(float(e.norm()), 1e-12)
+        if d > worst:
+            worst_name, worst = n, d
+    return {
+        "status": "ok",
+        "world_size": world,
+        "rel_error": rel,
+        "ratio": ratio,
+        "norm_expected": norm_e,
+        "norm_actual": float(actual.norm()),
+        "worst_param": worst_name,
+        "micro_steps": {str(r): len(d["micro"]) for r, d in data.items()},
+        "synced_micro_steps": {str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
+        "loss_scales": {
+            str(r): [s for m in d["micro"] for s in m["scales"]] for r, d in data.items()
+        },
+        "clipped": bool(st["clip"]),
+    }
+
+
+def _clip(named: list[tuple[str, torch.Tensor]], clips: list[dict[str, Any]]) -> None:
+    from grader.harness.hooks.optim import ORIGINAL_CLIP_NORM
+
+    params = [p for _, p in named]
+    for clip in clips:
+        if clip["kind"] == "norm" and ORIGINAL_CLIP_NORM:
+            ORIGINAL_CLIP_NORM[0](params, clip["max_norm"], clip.get("norm_type", 2.0))
+        elif clip["kind"] == "value":
+            for p in params:
+                if p.grad is not None:
+                    p.grad.clamp_(-clip["clip_value"], clip["clip_value"])

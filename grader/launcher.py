@@ -1,0 +1,197 @@
+"""Host side of one launch: job dir, sandbox request, framed output -> events, report -> RunView.
+
+Nothing the learner's run produced is unpickled here: the report is plain JSON written by the
+in-sandbox supervisor under a name only this process and the supervisor know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.checks.base import RankView, RunView
+from grader.contract import GradeEvent, Job
+from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
+from grader.supervisor import FRAME
+
+log = logging.getLogger(__name__)
+
+JOBS_DIR_ENV = "RDV_JOBS_DIR"
+GPUS_ENV = "RDV_GPUS"
+# Where the sandbox's private tmpfs /tmp is (isolating backends); "none" uses the job dir.
+SANDBOX_TMP = "/tmp"
+# Seconds the supervisor needs around the learner's run (its own torch import, stack dumps,
+# checkpoint inspection); added to the sandbox's hard wall clock.
+SUPERVISOR_SLACK_S = 25.0
+
+
+@dataclass
+class Launch:
+    world_size: int
+    device: str  # "cpu" | "cuda"
+    gpus: list[int]
+
+
+def available_gpus() -> list[int]:
+    """GPU indices this worker may use: $RDV_GPUS ("0,1") or the /dev/nvidiaN devices."""
+    env = os.environ.get(GPUS_ENV)
+    if env is not None:
+        return [int(x) for x in env.split(",") if x.strip()]
+    names = os.listdir("/dev") if os.path.isdir("/dev") else []
+    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n)))
+
+
+def plan_launch(world_size: int, device: str) -> Launch:
+    """NCCL with one GPU per rank where there are enough GPUs, else gloo on CPU."""
+    gpus = available_gpus() if device in ("auto", "cuda") else []
+    if len(gpus) >= world_size:
+        return Launch(world_size, "cuda", gpus[:world_size])
+    return Launch(world_size, "cpu", [])
+
+
+def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
+    if sandbox == "none":
+        tmp, home = job_dir / ".tmp", job_dir / ".home"
+        tmp.mkdir()
+        home.mkdir()
+    else:
+        tmp, home = Path(SANDBOX_TMP), Path(SANDBOX_TMP)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, launch.gpus)),
+    }
+    if max_restarts:
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    return env
+
+
+def run_launch(
+    job: Job,
+    launch: Launch,
+    sandbox: Sandbox,
+    emit: Callable[[GradeEvent], None],
+) -> tuple[RunView, SandboxOutcome | None]:
+    spec = job.spec
+    root = os.environ.get(JOBS_DIR_ENV)
+    if root:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    job_dir = Path(tempfile.mkdtemp(prefix="rdv-job-", dir=root))
+    try:
+        job_dir.chmod(0o755)
+        (job_dir / "main.py").write_text(job.code, encoding="utf-8")
+        nonce = secrets.token_hex(16)
+        config_name = f".rdv-config-{secrets.token_hex(8)}.json"
+        config = {
+            "nonce": nonce,
+            "world_size": launch.world_size,
+            "max_restarts": spec.launch.max_restarts,
+            "script_args": spec.launch.script_args,
+            "wall_seconds": spec.limits.wall_seconds,
+            "output_cap": spec.limits.output_bytes_per_rank,
+            "sandboxed": sandbox.name != "none",
+            "harness": {
+                "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
+                "faults": [f.model_dump() for f in spec.launch.faults],
+            },
+        }
+        (job_dir / config_name).write_text(json.dumps(config))
+        request = SandboxRequest(
+            workdir=job_dir,
+            argv=[sys.executable, "-m", "grader.supervisor", config_name],
+            env=_env(job_dir, sandbox.name, launch, spec.launch.max_restarts),
+            limits=spec.limits,
+            gpus=launch.gpus,
+            kill_after_s=spec.limits.wall_seconds + SUPERVISOR_SLACK_S,
+        )
+        prefix = f"{FRAME}{nonce}:"
+        noise: list[str] = []
+
+        def on_output(line: str) -> None:
+            if not line.startswith(prefix):
+                if len(noise) < 200:
+                    noise.append(line)
+                return
+            try:
+                frame = json.loads(line[len(prefix) :])
+            except ValueError:
+                return
+            if frame.get("kind") == "output":
+                emit(
+                    GradeEvent(
+                        kind="output",
+                        rank=frame.get("rank"),
+                        data={"line": frame.get("line", ""), "world_size": launch.world_size},
+                    )
+                )
+
+        outcome = sandbox.run(request, on_output=on_output)
+        report_path = job_dir / f".rdv-report-{nonce}.json"
+        return _view(job, launch, outcome, report_path, noise), outcome
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _view(
+    job: Job, launch: Launch, outcome: SandboxOutcome, report_path: Path, noise: list[str]
+) -> RunView:
+    report: dict[str, Any] | None = None
+    if report_path.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+    view = RunView(
+        world_size=launch.world_size,
+        device=launch.device,
+        ranks=[],
+        source=job.code,
+        wall_seconds=job.spec.limits.wall_seconds,
+        oom_killed=outcome.oom_killed,
+        timed_out=outcome.timed_out,
+    )
+    if report is None:
+        if not (outcome.timed_out or outcome.oom_killed):
+            tail = "\n".join(noise[-20:]) or outcome.output[-2000:]
+            view.platform_error = (
+                f"the supervisor left no report (exit {outcome.exit_code}, "
+                f"{outcome.duration_s:.1f} s): {tail}"
+            )
+        # else: the job overwhelmed the sandbox before the supervisor could report (learner's).
+        return view
+    if report.get("launch_error"):
+        view.platform_error = f"the launcher failed: {report['launch_error']}"
+        return view
+    view.ranks = [
+        RankView(
+            rank=int(r["rank"]),
+            exit_code=r.get("exit_code"),
+            output=r.get("output", ""),
+            truncated=bool(r.get("truncated")),
+            stack=r.get("stack"),
+            events=r.get("events", []),
+        )
+        for r in report.get("ranks", [])
+    ]
+    view.timed_out = bool(report.get("timed_out"))
+    view.checkpoints = report.get("checkpoints") or {}
+    return view

@@ -1,0 +1,245 @@
+"""The in-sandbox supervisor: `python -m grader.supervisor CONFIG.json` (cwd = the job dir).
+
+It launches the learner's `main.py` under torch's elastic launcher (what `torchrun --standalone`
+runs) with the harness as every rank's entrypoint, streams each rank's output as framed lines on
+stdout, enforces the soft wall clock (dump every rank's Python stack, then kill), inspects the
+checkpoints the run wrote (inside the sandbox: a checkpoint is a pickle), and writes a plain-JSON
+report for the host. The config file is deleted as soon as it is read: the learner's code, which
+runs as the same user, never learns the nonce that names the report and marks the frames.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
+from grader.ranklogs import OutputTailer, read_traces
+
+FRAME = "\x1eRDV:"
+STACK_WAIT_S = 1.5
+
+
+class Frames:
+    """Framed JSON lines on stdout: `\\x1eRDV:<nonce>:{...}` (anything else is noise)."""
+
+    def __init__(self, nonce: str) -> None:
+        self.prefix = f"{FRAME}{nonce}:"
+        self.lock = threading.Lock()
+        self.out = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
+
+    def send(self, **data: Any) -> None:
+        line = self.prefix + json.dumps(data, separators=(",", ":")) + "\n"
+        with self.lock:
+            self.out.write(line)
+            self.out.flush()
+
+
+class Supervisor:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        self.frames = Frames(cfg["nonce"])
+        self.trace_dir = Path(tempfile.mkdtemp(prefix=".rdv-"))
+        self.log_dir = self.trace_dir / "logs"
+        self.tailer = OutputTailer(self.log_dir, int(cfg["output_cap"]), self._on_line)
+        self.timed_out = False
+        self.finished = threading.Event()
+        self.report_lock = threading.Lock()
+        self.reported = False
+        self.failures: dict[int, int | None] = {}
+        self.launch_error: str | None = None
+        self.started = time.monotonic()
+
+    def _on_line(self, rank: int, line: str) -> None:
+        self.frames.send(kind="output", rank=rank, line=line)
+
+    # -- launch ---------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.cfg
+        os.environ[TRACE_DIR_ENV] = str(self.trace_dir)
+        os.environ[SETTINGS_ENV] = json.dumps(cfg.get("harness", {}))
+        self.frames.send(kind="status", status="running")
+        self.tailer.start()
+        timer = threading.Timer(float(cfg["wall_seconds"]), self.on_timeout)
+        timer.daemon = True
+        timer.start()
+        try:
+            self._launch()
+        finally:
+            timer.cancel()
+            self.finished.set()
+        self.finish()
+
+    def _launch(self) -> None:
+        logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+        from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+        cfg = self.cfg
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=int(cfg["world_size"]),
+            run_id=str(uuid.uuid4()),
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",
+            max_restarts=int(cfg.get("max_restarts", 0)),
+            monitor_interval=0.1,
+            start_method="spawn",
+            logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
+        )
+        args = ["-u", "-m", "grader.harness", "main.py", *cfg.get("script_args", [])]
+        try:
+            elastic_launch(config, sys.executable)(*args)
+        except ChildFailedError as exc:
+            self.failures = {int(r): f.exitcode for r, f in exc.failures.items()}
+        except Exception as exc:  # the launcher itself failed: a platform fault unless we killed it
+            if not self.timed_out:
+                self.launch_error = f"{type(exc).__name__}: {exc}"
+
+    # -- stopping -------------------------------------------------------------------------
+    def rank_pids(self) -> dict[int, int]:
+        pids: dict[int, int] = {}
+        for rank, events in read_traces(self.trace_dir).items():
+            for e in events:
+                if e.get("kind") == "start" and isinstance(e.get("pid"), int):
+                    pids[rank] = e["pid"]
+        return pids
+
+    def on_timeout(self) -> None:
+        self.timed_out = True
+        pids = self.rank_pids()
+        for pid in pids.values():
+            _signal(pid, signal.SIGUSR1)
+        time.sleep(STACK_WAIT_S)
+        self.kill_ranks()
+        if not self.finished.wait(10):
+            self.finish()
+            os._exit(0)
+
+    def kill_ranks(self) -> None:
+        for pid in self.rank_pids().values():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                _signal(pid, signal.SIGKILL)
+        if self.cfg.get("sandboxed"):
+            _kill_everything_else()
+
+    # -- report ---------------------------------------------------------------------------
+    def finish(self) -> None:
+        with self.report_lock:
+            if self.reported:
+                return
+            self.reported = True
+        self.kill_ranks()
+        self.tailer.stop()
+        report = self.build_report()
+        path = Path(f".rdv-report-{self.cfg['nonce']}.json")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, separators=(",", ":")))
+        os.replace(tmp, path)
+        self.frames.send(kind="done")
+
+    def build_report(self) -> dict[str, Any]:
+        from grader.inspect_ckpt import inspect_checkpoints
+
+        traces = read_traces(self.trace_dir)
+        world = int(self.cfg["world_size"])
+        ranks = []
+        for rank in range(world):
+            events = traces.get(rank, [])
+            stack = _read_stack(self.trace_dir, rank)
+            output, truncated, total = self.tailer.result(rank)
+            ends = [e for e in events if e.get("kind") == "end"]
+            if rank in self.failures:
+                exit_code = self.failures[rank]
+            elif ends:
+                exit_code = ends[-1].get("exit_code")
+            else:
+                exit_code = None if (self.timed_out or self.failures) else 0
+            ranks.append(
+                {
+                    "rank": rank,
+                    "exit_code": exit_code,
+                    "output": output,
+                    "truncated": truncated,
+                    "output_bytes": total,
+                    "stack": stack,
+                    "events": events,
+                }
+            )
+        try:
+            checkpoints = inspect_checkpoints(traces)
+        except Exception as exc:
+            checkpoints = {"error": repr(exc)}
+        return {
+            "version": 1,
+            "world_size": world,
+            "timed_out": self.timed_out,
+            "launch_error": self.launch_error,
+            "ranks": ranks,
+            "checkpoints": checkpoints,
+            "duration_s": time.monotonic() - self.started,
+        }
+
+
+def _read_stack(trace_dir: Path, rank: int) -> str | None:
+    texts = []
+    for path in sorted(trace_dir.glob(f"stack-{rank}-a*.txt")):
+        text = path.read_text(errors="replace").strip()
+        if text:
+            texts.append(text[-20000:])
+    return "\n".join(texts) if texts else None
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 0:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _kill_everything_else() -> None:
+    """Inside the sandbox's own PID namespace: nothing but us and our parents may survive."""
+    keep = _ancestors()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in keep:
+            _signal(int(entry.name), signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m grader.supervisor CONFIG.json", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    cfg = json.loads(path.read_text())
+    path.unlink()
+    Supervisor(cfg).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
