@@ -7,6 +7,7 @@ from urllib.parse import urlencode, urlsplit
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 
 from app.content import service as content
 from app.content.service import QuizVerdict
@@ -51,6 +52,7 @@ def _lesson_response(
     if step is None and last_step in step_ids:
         step = step_ids.index(last_step) + 1
     current = min(max(step or 1, 1), len(step_ids))
+
     def step_href(index: int) -> str:
         """This page at step `index`, keeping the other query parameters (e.g. ?locale=)."""
         query = {key: value for key, value in request.query_params.items() if key != "step"}
@@ -64,6 +66,11 @@ def _lesson_response(
         locale=locale,
         course=content.localized_course(locale),
         lesson=lesson,
+        # What templates/submissions/_exercise.html gets as `exercise` (HTML marked safe).
+        exercises=[
+            {**exercise.model_dump(), "prompt_html": Markup(exercise.prompt_html)}
+            for exercise in lesson.exercises
+        ],
         current_step=current,
         progress=progress,
         completed_steps=set(getattr(progress, "completed_steps", None) or ()),
@@ -110,10 +117,11 @@ def _safe_next(target: str | None) -> str:
     """Only a path on this site: never redirect a learner elsewhere."""
     if not target:
         return "/"
+    target = target.replace("\\", "/")  # browsers read a backslash as a slash
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
         return "/"
-    return target.replace("\\", "/")
+    return target
 
 
 @router.get("/locale/{code}")
@@ -132,4 +140,3 @@ def _error_page(request: Request, locale: str, status_code: int, message: str) -
     return render(
         request, "web/error.html", status_code=status_code, locale=locale, message=message
     )
-
