@@ -1,0 +1,447 @@
+// The exercise editor and submit flow (templates/submissions/_exercise.html).
+// Draft: kept in localStorage on every change and, when signed in, on the server (PUT
+// /api/v1/drafts/<exercise>). Submit: POST /api/v1/submissions with an Idempotency-Key, then
+// live Server-Sent Events (the browser's EventSource resumes with Last-Event-ID on its own).
+(function () {
+  "use strict";
+  if (window.RdvSubmit) return; // the partial is included once per exercise
+  window.RdvSubmit = { version: 1 };
+
+  const API = "/api/v1";
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const RANK_COLOURS = ["#0b5cad", "#e36209", "#116329", "#8250df", "#bf3989", "#1b7c83", "#9a6700", "#57606a"];
+  const OVERLAP_COLOUR = "#1b1f24";
+  const UNSEEN_COLOUR = "#eaeef2";
+
+  function fmt(template, values) {
+    return String(template).replace(/\{(\w+)\}/g, (_, key) => (key in values ? values[key] : ""));
+  }
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "text") node.textContent = value;
+      else if (key === "className") node.className = value;
+      else node.setAttribute(key, value === true ? "" : value);
+    }
+    for (const child of children) if (child) node.append(child);
+    return node;
+  }
+
+  function newKey() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    return Date.now().toString(36) + Math.random().toString(36).slice(2);
+  }
+
+  function csrfToken(root) {
+    const meta = document.querySelector('meta[name="csrf-token"]');
+    return root.dataset.csrf || (meta ? meta.content : "");
+  }
+
+  async function api(root, method, path, body, extraHeaders) {
+    const headers = { Accept: "application/json", ...(extraHeaders || {}) };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (method !== "GET") headers["X-CSRF-Token"] = csrfToken(root);
+    const response = await fetch(API + path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    if (response.status !== 204) {
+      try { data = await response.json(); } catch (_) { data = null; }
+    }
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  class Exercise {
+    constructor(root) {
+      this.root = root;
+      this.exercise = root.dataset.exercise;
+      this.signedIn = root.dataset.signedIn === "true";
+      this.t = JSON.parse(root.querySelector('[data-role="i18n"]').textContent);
+      this.starter = JSON.parse(root.querySelector('[data-role="starter"]').textContent);
+      this.storageKey = "rdv:draft:" + this.exercise;
+      this.$ = (role) => root.querySelector(`[data-role="${role}"]`);
+      this.submitButton = this.$("submit");
+      this.panes = new Map();
+      this.source = null;
+      this.saveTimer = null;
+      this.running = false;
+    }
+
+    async init() {
+      const local = this.readLocal();
+      this.mountEditor(local ? local.code : this.starter);
+      this.submitButton.addEventListener("click", () => this.submit());
+      this.$("reset").addEventListener("click", () => this.reset());
+      if (!this.signedIn) return;
+      await this.loadServerDraft(local);
+      await this.resumeLatest();
+    }
+
+    // ---- editor and drafts ------------------------------------------------------------
+    mountEditor(code) {
+      const fallback = this.$("fallback");
+      fallback.value = code;
+      if (!window.RdvEditor || !window.RdvEditor.createEditor) {
+        // No bundle: the plain textarea is the editor.
+        fallback.addEventListener("input", () => this.changed(fallback.value));
+        this.editor = { getValue: () => fallback.value, setValue: (v) => { fallback.value = v; } };
+        return;
+      }
+      const label = this.root.querySelector(`label[for="${fallback.id}"]`);
+      const host = el("div", { className: "sub__cm" });
+      fallback.after(host);
+      fallback.hidden = true;
+      this.editor = window.RdvEditor.createEditor(host, {
+        doc: code,
+        label: label ? label.textContent.trim() : "main.py",
+        onChange: (value) => this.changed(value),
+      });
+      const content = host.querySelector(".cm-content");
+      if (content) content.setAttribute("aria-describedby", fallback.getAttribute("aria-describedby"));
+    }
+
+    readLocal() {
+      try {
+        const raw = localStorage.getItem(this.storageKey);
+        return raw ? JSON.parse(raw) : null;
+      } catch (_) {
+        return null;
+      }
+    }
+
+    changed(code) {
+      try {
+        localStorage.setItem(this.storageKey, JSON.stringify({ code, savedAt: Date.now() }));
+        this.$("draft").textContent = this.t.draft_saved_local;
+      } catch (_) { /* private mode or full: the server copy still works */ }
+      if (!this.signedIn) return;
+      clearTimeout(this.saveTimer);
+      this.saveTimer = setTimeout(() => this.saveServerDraft(code), 800);
+    }
+
+    async saveServerDraft(code) {
+      try {
+        const saved = await api(this.root, "PUT", "/drafts/" + this.exercise, { code });
+        if (saved.ok) this.$("draft").textContent = this.t.draft_saved;
+      } catch (_) { /* offline: localStorage has it */ }
+    }
+
+    async loadServerDraft(local) {
+      try {
+        const found = await api(this.root, "GET", "/drafts/" + this.exercise);
+        if (!found.ok || !found.data) return;
+        const serverTime = Date.parse(found.data.updated_at);
+        if (!local || serverTime > (local.savedAt || 0)) {
+          if (found.data.code !== this.editor.getValue()) this.editor.setValue(found.data.code);
+        }
+      } catch (_) { /* offline */ }
+    }
+
+    async reset() {
+      if (this.editor.getValue() !== this.starter && !window.confirm(this.t.reset_confirm)) return;
+      this.editor.setValue(this.starter);
+      try { localStorage.removeItem(this.storageKey); } catch (_) { /* ignore */ }
+      this.$("draft").textContent = "";
+      if (this.signedIn) {
+        clearTimeout(this.saveTimer);
+        try { await api(this.root, "DELETE", "/drafts/" + this.exercise); } catch (_) { /* offline */ }
+      }
+    }
+
+    // ---- submit and live progress ------------------------------------------------------
+    setRunning(running) {
+      this.running = running;
+      this.submitButton.disabled = running;
+      this.submitButton.setAttribute("aria-disabled", running ? "true" : "false");
+      this.root.classList.toggle("sub--running", running);
+    }
+
+    status(text) { this.$("status").textContent = text || ""; }
+
+    error(text) {
+      const box = this.$("error");
+      box.textContent = text || "";
+      box.hidden = !text;
+    }
+
+    async submit() {
+      if (this.running) return; // a second click while the first is in flight does nothing
+      this.error("");
+      if (!this.signedIn) {
+        this.error(this.t.signin_needed);
+        return;
+      }
+      this.setRunning(true);
+      this.status(this.t.submitting);
+      const key = newKey();
+      let answer;
+      try {
+        answer = await api(
+          this.root, "POST", "/submissions",
+          { exercise: this.exercise, code: this.editor.getValue() },
+          { "Idempotency-Key": key },
+        );
+      } catch (_) {
+        this.setRunning(false);
+        this.status("");
+        this.error(this.t.network);
+        return;
+      }
+      if (!answer.ok) {
+        this.setRunning(false);
+        this.status("");
+        this.error((answer.data && answer.data.message) || this.t.network);
+        return;
+      }
+      this.clearRun();
+      this.follow(answer.data.id);
+    }
+
+    async resumeLatest() {
+      const latest = await api(this.root, "GET", "/submissions?limit=1&exercise=" + encodeURIComponent(this.exercise));
+      const row = latest.ok && latest.data && latest.data.submissions[0];
+      if (!row) return;
+      if (row.status === "queued" || row.status === "running") {
+        this.setRunning(true);
+        this.follow(row.id);
+        return;
+      }
+      const full = await api(this.root, "GET", "/submissions/" + row.id);
+      if (full.ok && full.data.result) this.showResult(full.data.status, full.data.result, false);
+    }
+
+    clearRun() {
+      this.panes.clear();
+      this.$("ranks").replaceChildren();
+      this.$("output").hidden = true;
+      this.$("checks").replaceChildren();
+      this.$("results").hidden = true;
+      this.$("sampler").hidden = true;
+      this.$("stacks").hidden = true;
+    }
+
+    follow(id) {
+      this.submissionId = id;
+      if (this.source) this.source.close();
+      const source = new EventSource(`${API}/submissions/${id}/events`);
+      this.source = source;
+      const on = (name, handler) =>
+        source.addEventListener(name, (event) => handler(JSON.parse(event.data)));
+      on("queued", (data) => this.status(fmt(this.t.queued, { n: data.position })));
+      on("status", (data) => {
+        if (data.status === "retrying") {
+          this.clearRun();
+          this.status(this.t.retrying);
+        } else if (this.t[data.status]) {
+          this.status(this.t[data.status]);
+        }
+      });
+      on("output", (data) => this.appendLine(data.rank, data.line));
+      on("check", (data) => { this.$("results").hidden = false; this.addCheck(data, true); });
+      on("done", (data) => {
+        source.close();
+        this.source = null;
+        this.showResult(data.status, data.result, true);
+      });
+      source.onerror = () => {
+        // EventSource reconnects by itself (sending Last-Event-ID); only a closed one needs us.
+        if (source.readyState === EventSource.CLOSED && this.source === source) this.poll(id);
+      };
+    }
+
+    async poll(id) {
+      const read = await api(this.root, "GET", "/submissions/" + id).catch(() => null);
+      if (read && read.ok && read.data.result) {
+        this.showResult(read.data.status, read.data.result, true);
+        return;
+      }
+      setTimeout(() => this.follow(id), 2000);
+    }
+
+    pane(rank) {
+      if (this.panes.has(rank)) return this.panes.get(rank);
+      const heading = el("h5", { text: fmt(this.t.rank, { n: rank }) });
+      const pre = el("pre", {
+        className: "sub__log",
+        tabindex: "0",
+        role: "log",
+        "aria-label": fmt(this.t.rank_output, { n: rank }),
+      });
+      const section = el("section", { className: "sub__rank", "data-rank": rank }, heading, pre);
+      const ranks = this.$("ranks");
+      const after = [...ranks.children].find((node) => Number(node.dataset.rank) > rank);
+      ranks.insertBefore(section, after || null);
+      this.$("output").hidden = false;
+      this.panes.set(rank, pre);
+      return pre;
+    }
+
+    appendLine(rank, line) {
+      const pre = this.pane(rank ?? 0);
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(document.createTextNode(line.endsWith("\n") ? line : line + "\n"));
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    }
+
+    // ---- results -----------------------------------------------------------------------
+    addCheck(check, live) {
+      const list = this.$("checks");
+      const existing = list.querySelector(`[data-check="${CSS.escape(check.id)}"]`);
+      const where = check.rank != null && check.line != null
+        ? fmt(this.t.where_rank_line, { rank: check.rank, line: check.line })
+        : check.rank != null ? fmt(this.t.where_rank, { rank: check.rank })
+          : check.line != null ? fmt(this.t.where_line, { line: check.line }) : "";
+      const item = el(
+        "li",
+        { className: `sub__check sub__check--${check.status}`, "data-check": check.id, "data-status": check.status },
+        el("span", { className: "sub__badge", text: this.t[check.status] || check.status }),
+        el("strong", { className: "sub__check-title", text: check.title || check.id }),
+        where ? el("span", { className: "sub__where", text: " (" + where + ")" }) : null,
+        check.message ? el("p", { className: "sub__message", text: check.message }) : null,
+        check.hint && check.status === "fail"
+          ? el("p", { className: "sub__hint" }, el("strong", { text: this.t.hint + " " }), check.hint)
+          : null,
+      );
+      if (existing) existing.replaceWith(item);
+      else list.append(item);
+      if (live) this.$("results").hidden = false;
+    }
+
+    showResult(status, result, focus) {
+      this.setRunning(false);
+      this.status("");
+      if (!result) return;
+      const outcome = result.status;
+      this.$("results").hidden = false;
+      const summary = this.$("summary");
+      summary.className = `sub__summary sub__summary--${outcome}`;
+      summary.replaceChildren(
+        el("strong", { text: this.t["outcome_" + outcome] || outcome }),
+        " ",
+        result.summary || "",
+      );
+      if (outcome === "error" && result.error) summary.append(el("span", { className: "sub__detail", text: " " + result.error }));
+      this.$("checks").replaceChildren();
+      for (const check of result.checks || []) this.addCheck(check, false);
+      for (const rank of result.ranks || []) {
+        if (!this.panes.has(rank.rank)) {
+          const pre = this.pane(rank.rank);
+          pre.textContent = rank.output || this.t.no_output;
+        }
+        if (rank.truncated) this.panes.get(rank.rank).append(el("em", { text: "\n" + this.t.truncated }));
+      }
+      this.showSampler(result.artifacts && result.artifacts.sampler);
+      this.showStacks(result.ranks || []);
+      if (focus) this.$("results").focus({ preventScroll: false });
+    }
+
+    showStacks(ranks) {
+      const box = this.$("stacks");
+      box.querySelectorAll("details").forEach((node) => node.remove());
+      const stuck = ranks.filter((rank) => rank.stack);
+      box.hidden = stuck.length === 0;
+      for (const rank of stuck) {
+        box.append(el("details", { open: true },
+          el("summary", { text: fmt(this.t.stack_of, { n: rank.rank }) }),
+          el("pre", { className: "sub__log", tabindex: "0", text: rank.stack })));
+      }
+    }
+
+    showSampler(sampler) {
+      const box = this.$("sampler");
+      const holder = this.$("sampler-picture");
+      holder.replaceChildren();
+      if (!sampler || !sampler.epochs || sampler.epochs.length === 0) {
+        box.hidden = true;
+        return;
+      }
+      box.hidden = false;
+      holder.append(samplerPicture(sampler, this.t));
+    }
+  }
+
+  // An SVG grid: one row per epoch, one column per dataset index, coloured by the rank that
+  // trained on it (dark: two or more ranks; light grey: nobody). Text rows say the same.
+  function samplerPicture(sampler, t) {
+    const epochs = sampler.epochs;
+    let size = sampler.dataset_len || 0;
+    const rankIds = new Set();
+    for (const epoch of epochs) {
+      for (const [rank, seen] of Object.entries(epoch.ranks || {})) {
+        rankIds.add(Number(rank));
+        for (const index of seen.indices || []) size = Math.max(size, index + 1);
+      }
+    }
+    const ranks = [...rankIds].sort((a, b) => a - b);
+    const cell = 4, rowGap = 3, labelWidth = 0;
+    const width = Math.max(1, size) * cell;
+    const height = epochs.length * (cell * 4 + rowGap);
+    const svg = document.createElementNS(SVG_NS, "svg");
+    svg.setAttribute("viewBox", `0 0 ${width + labelWidth} ${height}`);
+    svg.setAttribute("preserveAspectRatio", "none");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("class", "sub__sampler-svg");
+    const title = document.createElementNS(SVG_NS, "title");
+    title.textContent = t.sampler_title;
+    svg.append(title);
+    const rows = el("ul", { className: "sub__sampler-rows" });
+    epochs.forEach((epoch, row) => {
+      const owner = new Array(size).fill(-1);
+      const counts = [];
+      let overlap = 0;
+      for (const [rank, seen] of Object.entries(epoch.ranks || {})) {
+        const indices = seen.indices || [];
+        counts.push(`${fmt(t.rank, { n: rank })}: ${seen.count ?? indices.length}`);
+        for (const index of indices) {
+          if (owner[index] === -1) owner[index] = Number(rank);
+          else if (owner[index] !== Number(rank)) { if (owner[index] !== -2) overlap += 1; owner[index] = -2; }
+        }
+      }
+      const y = row * (cell * 4 + rowGap);
+      const group = document.createElementNS(SVG_NS, "g");
+      group.setAttribute("data-epoch", String(epoch.epoch ?? row));
+      let start = 0;
+      for (let index = 1; index <= size; index += 1) {
+        if (index < size && owner[index] === owner[start]) continue;
+        const rect = document.createElementNS(SVG_NS, "rect");
+        rect.setAttribute("x", String(start * cell));
+        rect.setAttribute("y", String(y));
+        rect.setAttribute("width", String((index - start) * cell));
+        rect.setAttribute("height", String(cell * 4));
+        const who = owner[start];
+        rect.setAttribute("fill", who === -2 ? OVERLAP_COLOUR : who === -1 ? UNSEEN_COLOUR : RANK_COLOURS[who % RANK_COLOURS.length]);
+        rect.setAttribute("data-owner", who === -2 ? "overlap" : who === -1 ? "unseen" : String(who));
+        group.append(rect);
+        start = index;
+      }
+      svg.append(group);
+      rows.append(el("li", { text: fmt(t.sampler_row, { epoch: epoch.epoch ?? row, counts: counts.join(", "), overlap }) }));
+    });
+    const legend = el("ul", { className: "sub__legend" });
+    for (const rank of ranks) {
+      legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${RANK_COLOURS[rank % RANK_COLOURS.length]}` }), fmt(t.rank, { n: rank })));
+    }
+    legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${OVERLAP_COLOUR}` }), t.overlap));
+    legend.append(el("li", {}, el("span", { className: "sub__swatch sub__swatch--unseen", style: `background:${UNSEEN_COLOUR}` }), t.unseen));
+    const figure = el("figure", { className: "sub__figure" });
+    figure.append(svg, legend, rows);
+    return figure;
+  }
+
+  function start() {
+    document.querySelectorAll("section.sub[data-exercise]").forEach((root) => {
+      const exercise = new Exercise(root);
+      root.rdvExercise = exercise;
+      exercise.init().catch((err) => console.error("exercise editor", err));
+    });
+  }
+
+  window.RdvSubmit.samplerPicture = samplerPicture;
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
