@@ -26,6 +26,7 @@ from grader.contract import (
     Timings,
     localize,
 )
+from grader.exercises_ext.runs import plan_runs
 from grader.launcher import Launch, plan_launch, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 
@@ -77,16 +78,25 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
-    for world_size in job.spec.launch.world_sizes:
-        launch = plan_launch(world_size, job.spec.launch.device)
+    # Issue 4: the plan adds a multi-node launch and uninterrupted twins of faulted launches.
+    plans = plan_runs(job.spec)
+    views: list[RunView] = []
+    for plan in plans:
+        launch = plan_launch(plan.world_size, job.spec.launch.device)
+        launch.nnodes, launch.faults = plan.nnodes, plan.faults
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
         except SandboxUnavailable as exc:
             return Result.platform_error(f"the sandbox is not available: {exc}")
         run_ms += int((time.monotonic() - t0) * 1000)
+        views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
+        if plan.reference is not None:
+            view.reference = views[plan.reference]
+        if not plan.judged:
+            continue
         t1 = time.monotonic()
         outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
         checks_ms += int((time.monotonic() - t1) * 1000)
@@ -113,7 +123,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         summary=summary,
         launch=LaunchInfo(
             world_size=launch.world_size,
-            nnodes=1,
+            nnodes=launch.nnodes,
             backend=_backend(view, launch),
             device=launch.device,
             sandbox=sandbox.name,
@@ -145,7 +155,7 @@ def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
 
 def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -> list[CheckResult]:
     results = []
-    several = len(job.spec.launch.world_sizes) > 1
+    several = len(runs) > 1 or len(job.spec.launch.world_sizes) > 1
     for cid in job.spec.checks:
         definition = get_check(cid)
         assert definition is not None
@@ -161,7 +171,10 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
         launch, o = chosen
         message = o.message
         if several and o.status == "fail":
-            message = f"With {launch.world_size} ranks: {message}"
+            if launch.nnodes > 1:
+                message = f"As a {launch.nnodes}-node job ({launch.world_size} ranks): {message}"
+            else:
+                message = f"With {launch.world_size} ranks: {message}"
         hint = None
         if o.status == "fail":
             hint = localize(job.spec.hints.get(cid), job.locale) or definition.hint

@@ -41,6 +41,10 @@ class Launch:
     world_size: int
     device: str  # "cpu" | "cuda"
     gpus: list[int]
+    # Issue 4 (grader/exercises_ext/runs.py): a simulated multi-node job, and the faults to
+    # inject (None: the spec's).
+    nnodes: int = 1
+    faults: list[dict[str, Any]] | None = None
 
 
 def available_gpus() -> list[int]:
@@ -103,9 +107,13 @@ def run_launch(
         (job_dir / "main.py").write_text(job.code, encoding="utf-8")
         nonce = secrets.token_hex(16)
         config_name = f".rdv-config-{secrets.token_hex(8)}.json"
+        faults = (
+            [f.model_dump() for f in spec.launch.faults] if launch.faults is None else launch.faults
+        )
         config = {
             "nonce": nonce,
             "world_size": launch.world_size,
+            "nnodes": launch.nnodes,
             "max_restarts": spec.launch.max_restarts,
             "script_args": spec.launch.script_args,
             "wall_seconds": spec.limits.wall_seconds,
@@ -113,7 +121,7 @@ def run_launch(
             "sandboxed": sandbox.name != "none",
             "harness": {
                 "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
-                "faults": [f.model_dump() for f in spec.launch.faults],
+                "faults": faults,
             },
         }
         (job_dir / config_name).write_text(json.dumps(config))
@@ -148,7 +156,9 @@ def run_launch(
 
         outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
-        return _view(job, launch, outcome, report_path, noise), outcome
+        view = _view(job, launch, outcome, report_path, noise)
+        view.nnodes, view.faults = launch.nnodes, faults
+        return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
 

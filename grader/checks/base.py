@@ -76,6 +76,11 @@ class RunView:
     oom_killed: bool = False
     checkpoints: dict[str, Any] = field(default_factory=dict)
     platform_error: str | None = None
+    # Issue 4 (grader/exercises_ext/runs.py): nodes of a simulated multi-node launch, the faults
+    # injected into this launch, and the uninterrupted twin launched next to a faulted one.
+    nnodes: int = 1
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    reference: RunView | None = None
 
     def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
         return [(r.rank, e) for r in self.ranks for e in r.of(kind)]
