@@ -95,8 +95,9 @@ def install_syncbn(tracer: Any) -> None:
     forward.__wrapped__ = original_forward  # type: ignore[attr-defined]
     nn.SyncBatchNorm.forward = forward  # type: ignore[method-assign]
 
-    original_convert = raw(nn.SyncBatchNorm.convert_sync_batchnorm.__func__)
-    current_convert = nn.SyncBatchNorm.convert_sync_batchnorm.__func__
+    bound: Any = nn.SyncBatchNorm.convert_sync_batchnorm
+    original_convert = raw(bound.__func__)
+    current_convert = bound.__func__
 
     def convert_sync_batchnorm(cls: Any, module: Any, process_group: Any = None) -> Any:
         depth["convert"] += 1

@@ -1,0 +1,180 @@
+"""Checks of `torchrun-launch/elastic-resume`: snapshot, injected failure, restart, resume.
+
+The grader launches the program twice: once with an injected failure (a rank exits mid-training
+on the first attempt; torchrun restarts every rank, `--max-restarts=1`) and once uninterrupted,
+the reference. On CPU with gloo and one thread per rank, training is deterministic, so a correct
+resume ends with bitwise the same weights as the reference (measured here); the tolerance only
+absorbs a different summation order, far below one SGD step's change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text
+from grader.exercises_ext.views import in_attempt, plural, reference, steps, where
+
+REL_TOL = 1e-6
+
+
+def _fault(run: RunView) -> tuple[int, dict[str, Any]] | None:
+    found = run.events("fault")
+    return found[0] if found else None
+
+
+def _saved_paths(run: RunView, attempt: int) -> set[str]:
+    paths: set[str] = set()
+    for r in run.ranks:
+        for e in in_attempt(r, attempt):
+            if e.get("kind") == "save" and e.get("ok", True) and e.get("path"):
+                paths.add(str(e["path"]))
+            if e.get("kind") == "rename" and e.get("dst"):
+                paths.add(str(e["dst"]))
+    return paths
+
+
+def _no_fault_message(run: RunView) -> str:
+    n = max((len(steps(r.events)) for r in run.ranks), default=0)
+    return (
+        "The grader's injected failure never fired: the ranks took "
+        f"{plural(n, 'optimizer step')} in all, fewer than it waits for. Keep the starter's "
+        "amount of training."
+    )
+
+
+@check(
+    "elastic.resumed",
+    title="After the restart, every rank resumes from the snapshot",
+    hint="At start-up, if the snapshot file exists, load it on every rank (model, optimizer and "
+    "the epoch to continue from) before wrapping the model in DDP; save it from rank 0 at the "
+    "end of every epoch.",
+)
+def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
+    fault = _fault(run)
+    if fault is None:
+        return failed(_no_fault_message(run))
+    frank, fe = fault
+    attempt = int(fe.get("attempt", 0))
+    restarted = [r for r in run.ranks if in_attempt(r, attempt + 1)]
+    if not restarted:
+        return failed(
+            f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')} "
+            "and the job was not restarted."
+        )
+    saved = _saved_paths(run, attempt)
+    if not saved:
+        return failed(
+            f"Before rank {frank} was stopped (after {plural(int(fe.get('after_steps', 0)), 'step')}),"
+            " no snapshot had been saved, so the restart had nothing to resume from. Save one at "
+            "the end of every epoch.",
+            rank=frank,
+        )
+    not_loaded = []
+    for r in run.ranks:
+        loads = [
+            e
+            for e in in_attempt(r, attempt + 1, "load")
+            if e.get("ok", True) and str(e.get("path")) in saved
+        ]
+        if not loads:
+            not_loaded.append(r.rank)
+    if not_loaded:
+        return failed(
+            f"After the restart, {ranks_text(not_loaded)} did not load the snapshot "
+            f"({', '.join(sorted(p.rsplit('/', 1)[-1] for p in saved))}) saved before the "
+            "failure, so they started again from scratch.",
+            rank=not_loaded[0],
+        )
+    ref = reference(run)
+    if ref is not None and ref.ranks:
+        total = len(steps(ref.ranks[0].events))
+        for r in run.ranks:
+            again = len(steps(in_attempt(r, attempt + 1)))
+            if total and again >= total:
+                return failed(
+                    f"After the restart rank {r.rank} loaded the snapshot but took {again} "
+                    f"optimizer steps, as many as an uninterrupted run ({total}): it started "
+                    "over from the first epoch instead of the saved one.",
+                    rank=r.rank,
+                )
+    r0 = run.ranks[0]
+    load = next(e for e in in_attempt(r0, attempt + 1, "load") if str(e.get("path")) in saved)
+    return passed(
+        f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')}; after "
+        f"the restart every rank loaded the snapshot {where(run, load.get('line'))} and "
+        f"continued with {len(steps(in_attempt(r0, attempt + 1)))} more steps."
+    )
+
+
+@check(
+    "elastic.equivalent",
+    title="The resumed run ends where an uninterrupted run ends",
+    hint="Resume exactly where the snapshot was taken: restore the model AND the optimizer state "
+    "(momentum, Adam moments), continue from the epoch after the saved one, and call "
+    "sampler.set_epoch(epoch) so every epoch sees the same data order as before.",
+)
+def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
+    tol = float(params.get("tolerance", REL_TOL))
+    fault = _fault(run)
+    if fault is None:
+        return failed(_no_fault_message(run))
+    ref = reference(run)
+    if ref is None or not ref.ranks:
+        return failed("The uninterrupted reference run did not take place.")
+    ref_steps = steps(ref.ranks[0].events)
+    if not ref_steps or ref.ranks[0].end is None:
+        return failed(
+            "The uninterrupted run of your program did not finish, so there is nothing "
+            "to compare with (see the other checks)."
+        )
+    last = max(int(e.get("attempt", 0)) for e in run.ranks[0].events)
+    got = steps(in_attempt(run.ranks[0], last))
+    if not got:
+        return failed("After the restart rank 0 took no optimizer step.", rank=0)
+    a, b = got[-1], ref_steps[-1]
+    if a.get("digest") == b.get("digest"):
+        return passed(
+            "After the failure and the restart, rank 0's final weights are bitwise identical to "
+            f"those of an uninterrupted run ({len(ref_steps)} steps)."
+        )
+    sa, sb = a.get("sums", []), b.get("sums", [])
+    names = b.get("names") or ref_steps[0].get("names") or []
+    worst, where_i = 0.0, 0
+    for i, (x, y) in enumerate(zip(sa, sb, strict=False)):
+        rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
+        if rel > worst:
+            worst, where_i = rel, i
+    if worst <= tol and len(sa) == len(sb):
+        return passed(
+            "After the failure and the restart, rank 0's final weights match an uninterrupted "
+            f"run within {worst:.1e} (relative), not bitwise."
+        )
+    fstep = int(fault[1].get("after_steps", 0))
+    before = _steps_before_snapshot(run)
+    done = (before or 0) + len(got)
+    name = names[where_i] if where_i < len(names) else f"parameter {where_i}"
+    extra = ""
+    if before is not None and done != len(ref_steps):
+        extra = (
+            f" Counting steps: {before} before the snapshot + {len(got)} after the restart = "
+            f"{done}, but an uninterrupted run takes {len(ref_steps)}: "
+            + ("an epoch was trained twice." if done > len(ref_steps) else "training was skipped.")
+        )
+    return failed(
+        f"After the failure (after step {fstep}) and the restart, rank 0's final weights differ "
+        f"from an uninterrupted run's: the sum of {name} is {sa[where_i]:.6g} instead of "
+        f"{sb[where_i]:.6g} (relative difference {worst:.1e}).{extra}",
+        rank=0,
+    )
+
+
+def _steps_before_snapshot(run: RunView) -> int | None:
+    """Rank 0's optimizer steps before the last snapshot it saved in the first attempt."""
+    events = in_attempt(run.ranks[0], 0)
+    count, at = 0, None
+    for e in events:
+        if e.get("kind") == "step":
+            count += 1
+        if e.get("kind") in ("save", "rename"):
+            at = count
+    return at
