@@ -1,0 +1,151 @@
+"""The course in a real browser: open the course, open lesson 2, move through its steps with the
+buttons and the keyboard (and without JavaScript), answer the quick check, switch the language,
+and read it all on a 360 px wide phone without sideways scrolling."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from app.config import REPO_ROOT
+from app.content.loader import load_catalog
+from tests.e2e.conftest import LiveServer
+
+CATALOG = load_catalog(REPO_ROOT / "lessons")
+LESSON_2 = next((item for item in CATALOG.ordered if item.number == 2), None)
+pytestmark = pytest.mark.skipif(LESSON_2 is None, reason="lessons/02-*/lesson.yaml is not valid")
+
+
+def lesson_two() -> Any:
+    assert LESSON_2 is not None
+    return LESSON_2.lesson
+
+
+def status(page: Any) -> str:
+    return str(page.locator("#step-status").inner_text()).strip()
+
+
+def visible_step_ids(page: Any) -> list[str]:
+    return list(
+        page.eval_on_selector_all(
+            ".step-card", "cards => cards.filter(c => !c.hidden).map(c => c.dataset.stepId)"
+        )
+    )
+
+
+def no_horizontal_overflow(page: Any) -> bool:
+    return bool(
+        page.evaluate(
+            "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
+    )
+
+
+def test_course_page_lists_the_lessons_in_order(page: Any) -> None:
+    page.goto("/")
+    assert page.locator("h1").inner_text() == CATALOG.course.title.en
+    links = page.locator(".lesson-card h3 a")
+    hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+    assert hrefs == [f"/lessons/{item.id}" for item in CATALOG.ordered]
+    assert page.locator(".faq details").count() == len(CATALOG.course.faq)
+
+
+def test_steps_with_buttons_and_keyboard(page: Any) -> None:
+    lesson = lesson_two()
+    total = len(lesson.steps)
+    ids = [step.id for step in lesson.steps]
+    page.goto("/")
+    page.get_by_role("link", name=lesson.title.en, exact=True).first.click()
+    page.wait_for_url(re.compile(rf"/lessons/{lesson.id}$"))
+    assert status(page) == f"Step 1 of {total}"
+    assert visible_step_ids(page) == [ids[0]]
+
+    page.locator('[data-step-nav="next"]').click()
+    assert status(page) == f"Step 2 of {total}"
+    assert visible_step_ids(page) == [ids[1]]
+    assert "step=2" in page.url
+    assert page.evaluate("document.activeElement.id") == f"step-title-{ids[1]}"
+
+    page.locator('[data-step-nav="prev"]').click()
+    assert status(page) == f"Step 1 of {total}"
+    assert visible_step_ids(page) == [ids[0]]
+
+    page.keyboard.press("ArrowLeft")  # already at the first step: stays
+    assert status(page) == f"Step 1 of {total}"
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert status(page) == f"Step 3 of {total}"
+    assert visible_step_ids(page) == [ids[2]]
+    page.keyboard.press("ArrowLeft")
+    assert visible_step_ids(page) == [ids[1]]
+
+    page.reload()  # the URL keeps the position
+    assert status(page) == f"Step 2 of {total}"
+    assert visible_step_ids(page) == [ids[1]]
+
+
+def test_steps_work_without_javascript(browser: Any, live_server: LiveServer) -> None:
+    lesson = lesson_two()
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"/lessons/{lesson.id}")
+        page.locator('[data-step-nav="next"]').click()
+        page.wait_for_url(re.compile(r"step=2"))
+        assert status(page) == f"Step 2 of {len(lesson.steps)}"
+        assert visible_step_ids(page) == [lesson.steps[1].id]
+    finally:
+        context.close()
+
+
+def test_quick_check_shows_the_verdict_and_explanation(page: Any) -> None:
+    lesson = lesson_two()
+    question = lesson.quiz[0]
+    page.goto(f"/lessons/{lesson.id}")
+    form = page.locator(f"#quiz-{question.id}")
+    form.locator(f'input[value="{question.answer}"]').check()
+    form.get_by_role("button", name="Check answer").click()
+    verdict = form.locator(".verdict")
+    verdict.wait_for()
+    assert "Correct." in verdict.inner_text()
+    assert question.explanation.en.split("\n")[0][:40] in verdict.inner_text()
+
+
+def test_switch_language(page: Any) -> None:
+    lesson = lesson_two()
+    page.goto(f"/lessons/{lesson.id}")
+    page.locator(".locale-chooser").get_by_role("link", name="Türkçe").click()
+    page.wait_for_function("document.documentElement.lang === 'tr'")
+    assert page.locator("#lesson-title").inner_text() == (lesson.title.tr or lesson.title.en)
+    assert status(page) == f"Adım 1 / {len(lesson.steps)}"
+    cookies = {cookie["name"]: cookie["value"] for cookie in page.context.cookies()}
+    assert cookies["rdv_locale"] == "tr"
+    page.goto("/")  # the choice sticks
+    assert page.evaluate("document.documentElement.lang") == "tr"
+    page.locator(".locale-chooser").get_by_role("link", name="Português (Brasil)").click()
+    page.wait_for_function("document.documentElement.lang === 'pt-BR'")
+    title = CATALOG.course.title
+    assert page.locator("h1").inner_text() == (title.pt_BR or title.en)
+
+
+def test_readable_at_360_px_without_sideways_scrolling(browser: Any, live_server: LiveServer):
+    lesson = lesson_two()
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": 360, "height": 740}, is_mobile=True
+    )
+    try:
+        page = context.new_page()
+        page.goto("/")
+        assert no_horizontal_overflow(page)
+        page.goto(f"/lessons/{lesson.id}")
+        for index in range(1, len(lesson.steps) + 1):
+            assert status(page) == f"Step {index} of {len(lesson.steps)}"
+            assert no_horizontal_overflow(page), f"step {index} is wider than the screen"
+            if index < len(lesson.steps):
+                page.locator('[data-step-nav="next"]').click()
+        next_box = page.locator('[data-step-nav="next"]').bounding_box()
+        assert next_box is not None and next_box["x"] + next_box["width"] <= 360
+    finally:
+        context.close()
