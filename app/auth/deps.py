@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth import service
 from app.auth.csrf import SAFE_METHODS, verify_csrf
@@ -63,8 +64,17 @@ async def optional_auth(
     return context
 
 
+# Documents the bearer scheme in OpenAPI for the operations that need a learner; the token is
+# read by `_resolve` above, which also accepts the browser's cookie.
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="A device token from POST /api/v1/auth/token (browsers use the session cookie).",
+)
+
+
 async def current_auth(
     context: Annotated[AuthContext | None, Depends(optional_auth)],
+    _documented: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> AuthContext:
     if context is None:
         raise _not_authenticated()

@@ -78,6 +78,10 @@ def install_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         if not _is_api(request):
             return await _call(page_http, request, exc)
+        if exc.status_code == 400:
+            # A body that is not even JSON (or not UTF-8): the same answer as any invalid body.
+            message = f"The request could not be read: {exc.detail}. Send UTF-8 JSON."
+            return api_error_json(422, "invalid_request", message, details=[])
         code, message = _HTTP_CODES.get(exc.status_code, ("http_error", str(exc.detail)))
         response = api_error_json(exc.status_code, code, message)
         for name, value in (exc.headers or {}).items():

@@ -62,9 +62,11 @@ def register(request: Request, body: UserCreate, session: SessionDep) -> UserPub
 def issue_token(
     request: Request,
     session: SessionDep,
-    username: Annotated[str, Form(max_length=320, description="The account's email.")],
-    password: Annotated[str, Form(max_length=256)],
-    device_name: Annotated[str, Form(max_length=120)] = "Mobile app",
+    username: Annotated[
+        str, Form(min_length=1, max_length=320, description="The account's email.")
+    ],
+    password: Annotated[str, Form(min_length=1, max_length=256)],
+    device_name: Annotated[str, Form(min_length=1, max_length=120)] = "Mobile app",
 ) -> TokenPublic:
     """A new token for this device (OAuth2 password form). Send it as `Authorization: Bearer`."""
     wait = rate_limits(request).check_login(client_ip(request), username)

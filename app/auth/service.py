@@ -37,7 +37,7 @@ def register(session: Session, *, email: str, password: str, display_name: str) 
     user = User(
         id=uuid.uuid4(),
         email=email,
-        display_name=display_name.strip(),
+        display_name=display_name.strip() or display_name,
         password_hash=security.hash_password(password),
         created_at=datetime.now(UTC),
     )
