@@ -12,7 +12,7 @@ import hashlib
 from pydantic import BaseModel, Field
 
 from app.content.loader import Catalog, LoadedLesson
-from app.content.markdown import render_code_block, render_markdown
+from app.content.markdown import render_code_block, render_inline, render_markdown
 from app.content.schemas import Text
 
 
@@ -27,12 +27,14 @@ class LocalizedStep(BaseModel):
 
 class LocalizedChoice(BaseModel):
     id: str
-    text: str
+    text: str = Field(description="Inline Markdown")
+    text_html: str
 
 
 class LocalizedQuestion(BaseModel):
     id: str
-    question: str
+    question: str = Field(description="Inline Markdown")
+    question_html: str
     choices: list[LocalizedChoice]
 
 
@@ -124,20 +126,19 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
                 code_html=render_code_block(step.code) if step.code else None,
             )
         )
-    quiz = [
-        LocalizedQuestion(
-            id=question.id,
-            question=tr(question.question, f"quiz.{question.id}.question"),
-            choices=[
-                LocalizedChoice(
-                    id=choice.id,
-                    text=tr(choice.text, f"quiz.{question.id}.choices.{choice.id}.text"),
-                )
-                for choice in question.choices
-            ],
+    quiz = []
+    for question in lesson.quiz:
+        text = tr(question.question, f"quiz.{question.id}.question")
+        choices = []
+        for choice in question.choices:
+            label = tr(choice.text, f"quiz.{question.id}.choices.{choice.id}.text")
+            html = render_inline(label)
+            choices.append(LocalizedChoice(id=choice.id, text=label, text_html=html))
+        quiz.append(
+            LocalizedQuestion(
+                id=question.id, question=text, question_html=render_inline(text), choices=choices
+            )
         )
-        for question in lesson.quiz
-    ]
     exercises = []
     for exercise in lesson.exercises:
         title = tr(exercise.title, f"exercises.{exercise.id}.title")

@@ -37,6 +37,11 @@ def render_markdown(source: str) -> Markup:
     return Markup(_parser().render(source))
 
 
+def render_inline(source: str) -> Markup:
+    """One line of Markdown (code spans, emphasis, links) without a surrounding paragraph."""
+    return Markup(_parser().renderInline(source))
+
+
 def render_code_block(code: str, language: str = "python") -> Markup:
     body = highlight_code(code.rstrip("\n"), language)
     return Markup(f'<pre class="code"><code class="language-{language}">{body}</code></pre>')
