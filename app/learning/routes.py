@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Response
@@ -14,7 +15,6 @@ from app.db import SessionDep
 from app.i18n import negotiate
 from app.learning import service
 from app.learning.schemas import (
-    LessonProgressPublic,
     ProgressEventsIn,
     ProgressState,
     QuizAnswerIn,
@@ -152,13 +152,24 @@ def read_progress(
     return service.changes_since(session, learner.id, since)
 
 
+@dataclass(frozen=True)
+class PageProgress:
+    """What the lesson page needs: completed steps and where to resume (see app/web/progress.py).
+    Truthy for every signed-in learner, so the page loads the progress recorder."""
+
+    completed_steps: frozenset[str]
+    last_step: str | None
+
+
 def _lesson_progress_for_page(
     learner: OptionalLearner, session: SessionDep, lesson_id: str
-) -> LessonProgressPublic | None:
-    """The lesson page's progress: completed steps and where to resume, for a signed-in learner."""
+) -> PageProgress | None:
     if learner is None:
         return None
-    return service.lesson_progress(session, learner.id, lesson_id)
+    progress = service.lesson_progress(session, learner.id, lesson_id)
+    if progress is None:
+        return PageProgress(frozenset(), None)
+    return PageProgress(frozenset(progress.completed_steps), progress.last_step)
 
 
 def install(app: FastAPI) -> None:
