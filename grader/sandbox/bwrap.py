@@ -6,9 +6,11 @@ the venv and the grader package read-only at their host paths, private size-capp
 /tmp, /dev/shm and HOME, the job's work dir read-write at /work (its cwd), a fresh /proc of its
 own pid namespace, a minimal /dev, and a network namespace with only a loopback (bwrap brings
 `lo` up). bwrap starts with an empty environment (the command's variables are passed with
---setenv, so /proc/1/environ is empty), in a per-job cgroup, under rlimits, as a per-job uid.
-When the command ends, bwrap's pid 1 exits and the kernel kills whatever is left in the pid
-namespace; the grader also kills everything still in the job's cgroup.
+--clearenv/--setenv: no host variable exists anywhere inside, /proc/1/environ included), in a
+per-job cgroup, under rlimits, as a per-job uid.
+The command is pid 1 of its pid namespace: processes inside cannot SIGKILL it, and when it ends
+the kernel kills whatever is left in the namespace; the grader also kills everything still in the
+job's cgroup.
 """
 
 from __future__ import annotations
@@ -88,11 +90,18 @@ class BwrapPlan:
     tmpfs_bytes: int = 256 * MIB
     gpus: list[int] = field(default_factory=list)
     bwrap: str = "/usr/bin/bwrap"
+    # The command runs as pid 1 of the sandbox's pid namespace: the kernel then drops every
+    # signal sent to it from inside the namespace unless it installed a handler, so the learner's
+    # code (same uid) cannot SIGKILL the grader's supervisor. When it exits, the kernel kills
+    # everything else in the namespace.
+    as_pid_1: bool = True
 
 
 def bwrap_argv(plan: BwrapPlan) -> list[str]:
     a = [plan.bwrap, "--unshare-all", "--unshare-user", "--unshare-cgroup", "--disable-userns"]
     a += ["--die-with-parent", "--new-session", "--hostname", HOSTNAME, "--clearenv"]
+    if plan.as_pid_1:
+        a += ["--as-pid-1"]
     for key, value in sorted(plan.env.items()):
         a += ["--setenv", key, value]
     a += ["--ro-bind", "/usr", "/usr"]
