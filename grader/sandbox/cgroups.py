@@ -64,6 +64,19 @@ def _read_int(path: Path, key: str | None = None) -> int:
     return 0
 
 
+def _sweep(parent: Path) -> None:
+    """Remove the empty job cgroups that graders which died mid-job left behind."""
+    for child in parent.glob("job-*"):
+        try:
+            pid = int(child.name.split("-")[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        except (ValueError, IndexError, PermissionError):
+            continue
+
+
 @dataclass
 class JobCgroup:
     version: int
@@ -73,7 +86,7 @@ class JobCgroup:
 
     @classmethod
     def create(cls, *, memory_mb: int, pids: int) -> JobCgroup | None:
-        name = f"job-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"job-{os.getpid()}-{uuid.uuid4().hex[:12]}"  # unique across xdist workers
         errors: list[str] = []
         for maker in (cls._create_v2, cls._create_v1):
             try:
@@ -99,6 +112,7 @@ class JobCgroup:
                 continue
             parent = base / GROUP_DIR
             parent.mkdir(exist_ok=True)
+            _sweep(parent)
             with contextlib.suppress(OSError):
                 _write(base / "cgroup.subtree_control", "+memory +pids")
             with contextlib.suppress(OSError):
@@ -133,6 +147,7 @@ class JobCgroup:
                 parent = hierarchy / own.get(controller, "/").lstrip("/") / GROUP_DIR
                 try:
                     parent.mkdir(exist_ok=True)
+                    _sweep(parent)
                     (parent / name).mkdir()
                 except OSError:
                     if controller == "freezer":  # optional: only speeds up the final kill
