@@ -141,7 +141,7 @@ def _data_fds(files: dict[str, str]) -> Iterator[dict[str, int]]:
     fds: dict[str, int] = {}
     try:
         for path, content in files.items():
-            fd = os.memfd_create("rdv-etc", 0)  # close-on-exec off: bwrap reads it
+            fd = os.memfd_create("rdv-etc", os.MFD_CLOEXEC)  # Popen(pass_fds) hands it on
             fds[path] = fd
             os.write(fd, content.encode())
             os.lseek(fd, 0, os.SEEK_SET)
