@@ -75,7 +75,6 @@ def _lesson_response(
         progress=progress,
         completed_steps=set(getattr(progress, "completed_steps", None) or ()),
         verdicts=verdicts or {},
-        headers={"ETag": lesson.etag},
     )
 
 
