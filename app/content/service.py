@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,9 @@ class _Loaded:
 
 _lock = threading.Lock()
 _current: _Loaded | None = None
+_checked_at = 0.0
+# How often to look for edited lesson files (a stat of every file): at most once a second.
+RELOAD_CHECK_SECONDS = 1.0
 
 
 def _fingerprint(lessons_dir: Path) -> tuple[tuple[str, int, int], ...]:
@@ -83,9 +87,18 @@ def _fingerprint(lessons_dir: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def _loaded() -> _Loaded:
-    global _current
+    global _current, _checked_at
     lessons_dir = Path(get_settings().lessons_dir).resolve()
+    current = _current
+    now = time.monotonic()
+    if (
+        current is not None
+        and current.lessons_dir == lessons_dir
+        and now - _checked_at < RELOAD_CHECK_SECONDS
+    ):
+        return current
     fingerprint = _fingerprint(lessons_dir)
+    _checked_at = now
     with _lock:
         current = _current
         if (
@@ -109,9 +122,10 @@ def _loaded() -> _Loaded:
 
 def reset() -> None:
     """Forget the loaded catalog (tests that point the settings at other lessons)."""
-    global _current
+    global _current, _checked_at
     with _lock:
         _current = None
+        _checked_at = 0.0
 
 
 def get_catalog() -> Catalog:

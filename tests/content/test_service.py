@@ -111,7 +111,10 @@ def test_check_answer() -> None:
         service.check_answer("first-steps", "nope", "a")
 
 
-def test_an_edited_file_is_picked_up(use_lessons: UseLessons, lessons_copy: Path) -> None:
+def test_an_edited_file_is_picked_up(
+    use_lessons: UseLessons, lessons_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "RELOAD_CHECK_SECONDS", 0.0)
     use_lessons(lessons_copy)
     assert service.localized_lesson("first-steps", "en").title == "First steps"
     file = lessons_copy / "01-first-steps" / "lesson.yaml"
