@@ -38,7 +38,7 @@ system-deps:
 	@scripts/install-system-deps.sh
 
 translations: $(STAMP)
-	@if [ -d app/locales ]; then $(VENV)/bin/pybabel compile -q -d app/locales -D messages; fi
+	@if [ -d app/locales ]; then $(VENV)/bin/pybabel -q compile -d app/locales -D messages; fi
 
 editor:
 	cd static/editor-src && npm ci --no-audit --no-fund && npm run build
