@@ -76,7 +76,11 @@ def get_session() -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": commit (or roll back) when the route returns, BEFORE the response is sent.
+# FastAPI's default for yield dependencies ("request") commits after the client already has its
+# answer, so a client's next request could miss the write (measured: a token revoked with 204
+# still worked, a token just issued was not yet valid) and a failed commit would follow a 2xx.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def import_all_models() -> None:
