@@ -38,8 +38,8 @@ def _render(request: Request, name: str, status_code: int = 200, **context: Any)
     return response
 
 
-def _t(request: Request, message: str) -> str:
-    return translate(resolve_locale(request), message)
+def _locale(request: Request) -> str:
+    return resolve_locale(request)
 
 
 def safe_next(target: str | None) -> str:
@@ -121,21 +121,37 @@ def register_submit(
             status_code,
             next=safe_next(next),
             form=form,
-            error=_t(request, message),
+            error=message,
         )
 
     if _limits(request).check_register(_ip(request)) is not None:
-        return again("Too many sign-ups from your network. Wait an hour and try again.", 429)
+        return again(
+            translate(
+                _locale(request), "Too many sign-ups from your network. Wait an hour and try again."
+            ),
+            429,
+        )
     try:
         body = UserCreate(email=email, display_name=display_name, password=password)
     except ValueError:
-        return again("Enter a valid email, a name, and a password of at least 10 characters.", 422)
+        return again(
+            translate(
+                _locale(request),
+                "Enter a valid email, a name, and a password of at least 10 characters.",
+            ),
+            422,
+        )
     try:
         user = service.register(
             session, email=body.email, password=body.password, display_name=body.display_name
         )
     except ApiError:
-        return again("An account with this email exists already. Sign in instead.", 409)
+        return again(
+            translate(
+                _locale(request), "An account with this email exists already. Sign in instead."
+            ),
+            409,
+        )
     token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
     return _signed_in(request, token, next)
 
@@ -163,15 +179,25 @@ def login_submit(
             status_code,
             next=safe_next(next),
             form={"email": email},
-            error=_t(request, message),
+            error=message,
         )
 
     if _limits(request).check_login(_ip(request), email) is not None:
-        return again("Too many sign-in attempts. Wait 15 minutes and try again.", 429)
+        return again(
+            translate(
+                _locale(request), "Too many sign-in attempts. Wait 15 minutes and try again."
+            ),
+            429,
+        )
     try:
         user = service.authenticate(session, email=email, password=password)
     except ApiError:
-        return again("The email or password is wrong. Check both and try again.", 401)
+        return again(
+            translate(
+                _locale(request), "The email or password is wrong. Check both and try again."
+            ),
+            401,
+        )
     token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
     return _signed_in(request, token, next)
 

@@ -172,3 +172,16 @@ def test_revoking_a_device_from_the_page(client: TestClient) -> None:
     assert response.status_code == 303
     assert client.get("/api/v1/me", headers=api_headers).status_code == 401
     assert client.get("/api/v1/me").status_code == 200  # the browser itself stays signed in
+
+
+def test_page_errors_are_translated(client: TestClient) -> None:
+    client.cookies.set("rdv_locale", "tr")
+    token = page_csrf_token(client.get("/login").text)
+    wrong = client.post(
+        "/login",
+        data={"email": "nobody@example.org", "password": "x" * 12, "csrf_token": token},
+        headers=ORIGIN,
+    )
+    assert wrong.status_code == 401
+    assert "E-posta ya da parola yanlış" in wrong.text
+    assert wrong.headers["content-language"] == "tr"
