@@ -7,6 +7,9 @@ cgroups (while still privileged); with "reveal", enter a private mount namespace
 given paths where the sandbox uid can reach them (see below); set the rlimits; drop to the
 sandbox uid/gid with no supplementary groups; exec the command with exactly the given environment.
 
+Any failure before the exec is written to "status_fd" (where bwrap later writes its JSON status)
+and ends the wrapper with status 125.
+
 "reveal": bwrap runs as the unprivileged uid and resolves every bind source itself, so it cannot
 bind a path below a directory that uid cannot traverse (the Python install under /root, 0700).
 Rather than loosening host permissions, the wrapper (still root) covers each such top directory
@@ -80,6 +83,17 @@ def reveal(paths: list[str]) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    try:
+        enter(spec)
+    except BaseException as exc:
+        message = f"rdv-sandbox: {type(exc).__name__}: {exc}\n".encode()
+        if spec.get("status_fd") is not None:
+            os.write(spec["status_fd"], message)
+        os.write(2, message)
+        os._exit(125)
+
+
+def enter(spec: dict) -> None:
     pid = str(os.getpid()).encode()
     for procs in spec.get("cgroup_procs", []):
         fd = os.open(procs, os.O_WRONLY)

@@ -95,11 +95,15 @@ class BwrapPlan:
     # code (same uid) cannot SIGKILL the grader's supervisor. When it exits, the kernel kills
     # everything else in the namespace.
     as_pid_1: bool = True
+    # bwrap writes JSON here: {"child-pid": ...}, then {"exit-code": ...} once the command ran.
+    status_fd: int | None = None
 
 
 def bwrap_argv(plan: BwrapPlan) -> list[str]:
     a = [plan.bwrap, "--unshare-all", "--unshare-user", "--unshare-cgroup", "--disable-userns"]
     a += ["--die-with-parent", "--new-session", "--hostname", HOSTNAME, "--clearenv"]
+    if plan.status_fd is not None:
+        a += ["--json-status-fd", str(plan.status_fd)]
     if plan.as_pid_1:
         a += ["--as-pid-1"]
     for key, value in sorted(plan.env.items()):
@@ -151,6 +155,18 @@ def _data_fds(files: dict[str, str]) -> Iterator[dict[str, int]]:
             os.close(fd)
 
 
+def _read_status(fd: int) -> str:
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 class BwrapSandbox:
     name = "bwrap"
 
@@ -184,6 +200,8 @@ class BwrapSandbox:
         if cgroup is None:
             warnings.append("no writable cgroup: memory and process limits rely on rlimits only")
         oom = False
+        status_r, status_w = os.pipe()
+        os.set_blocking(status_r, False)
         try:
             with StagedWorkdir(req.workdir, user, limits.disk_mb, mount_stubs(ro_paths)) as stage:
                 warnings += stage.warnings
@@ -197,6 +215,7 @@ class BwrapSandbox:
                         tmpfs_bytes=limits.disk_mb * MIB,
                         gpus=list(req.gpus),
                         bwrap=self.bwrap,
+                        status_fd=status_w,
                     )
                     spec = {
                         "argv": bwrap_argv(plan),
@@ -206,6 +225,7 @@ class BwrapSandbox:
                         "uid": user.uid if user.switch else None,
                         "gid": user.gid if user.switch else None,
                         "reveal": ro_paths if user.switch else [],
+                        "status_fd": status_w,
                     }
 
                     def kill_tree(proc: subprocess.Popen[bytes]) -> None:
@@ -220,9 +240,11 @@ class BwrapSandbox:
                         output_cap=req.output_cap_bytes,
                         on_output=on_output,
                         kill_tree=kill_tree,
-                        pass_fds=tuple(fds.values()),
+                        pass_fds=(*fds.values(), status_w),
                     )
         finally:
+            os.close(status_w)
+            status = _read_status(status_r)
             if cgroup is not None:
                 if not cgroup.kill_all():
                     warnings.append("processes of the job survived the final kill")
@@ -230,6 +252,9 @@ class BwrapSandbox:
                 cgroup.remove()
         for w in warnings:
             log.warning("sandbox: %s", w)
+        if '"exit-code"' not in status and not (result.timed_out or oom):
+            detail = status if "rdv-sandbox:" in status else result.output[-2000:]
+            raise SandboxUnavailable(f"the sandbox failed to start: {detail.strip()}")
         return SandboxOutcome(
             exit_code=result.exit_code,
             timed_out=result.timed_out,

@@ -388,3 +388,20 @@ def test_processes_inside_cannot_kill_the_command(tmp_path: Path) -> None:
     )
     assert out.exit_code == 0, out.output
     assert "pid 1 survived" in out.output
+
+
+def test_a_sandbox_that_cannot_start_is_a_platform_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader.sandbox import SandboxUnavailable, bwrap
+
+    monkeypatch.setattr(bwrap, "runtime_paths", lambda: [str(tmp_path / "missing" / "python")])
+    req = SandboxRequest(workdir=tmp_path, argv=["/bin/true"], env={}, limits=Limits())
+    with pytest.raises(SandboxUnavailable, match="failed to start"):
+        BwrapSandbox().run(req)
+
+
+def test_exit_status_of_the_command_is_reported(tmp_path: Path) -> None:
+    assert run_python(tmp_path, "raise SystemExit(7)").exit_code == 7
+    crash = run_python(tmp_path, "import ctypes; ctypes.string_at(0)")  # a real segfault
+    assert crash.exit_code == 128 + 11
