@@ -186,3 +186,15 @@ def test_lesson_page_has_landmarks_and_local_assets(client: TestClient) -> None:
     assert not re.search(r'(src|href)="(https?:)?//', page), "every asset comes from /static"
     for asset in re.findall(r'(?:src|href)="(/static/[^"?]+)', page):
         assert client.get(asset).status_code == 200
+
+
+def test_broken_course_file_still_serves_the_lessons(
+    client: TestClient, use_lessons: UseLessons, lessons_copy: Path
+) -> None:
+    (lessons_copy / "course.yaml").write_text("id: [unclosed\n", "utf-8")
+    use_lessons(lessons_copy)
+    course = client.get("/")
+    assert course.status_code == 200
+    assert '<a href="/lessons/first-steps">' in course.text
+    assert '<a href="/lessons/second-lesson">' in course.text
+    assert client.get("/lessons/second-lesson").status_code == 200
