@@ -43,7 +43,7 @@ def test_interface_strings_are_translated() -> None:
 
 def test_pages_follow_the_precedence(client: TestClient) -> None:
     def served(**kwargs: object) -> str:
-        response = client.get("/", **kwargs)  # type: ignore[arg-type]
+        response = client.get("/", **kwargs)
         assert response.status_code == 200
         language = response.headers["content-language"]
         assert f'<html lang="{language}">' in response.text

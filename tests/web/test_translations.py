@@ -43,6 +43,7 @@ def test_every_interface_string_is_translated(catalog_dir: str) -> None:
             missing.append(msgid)
             continue
         for translated in translations:
+            assert isinstance(translated, str)
             assert sorted(PLACEHOLDER.findall(msgid)) == sorted(PLACEHOLDER.findall(translated)), (
                 f"{po_file}: the placeholders of {msgid!r} differ in {translated!r}"
             )
