@@ -60,9 +60,12 @@
         var sent = {};
         batch.forEach(function (e) { sent[e.id] = true; });
         save(load().filter(function (e) { return !sent[e.id]; }));
+        return true;
       }
-    }).catch(function () { /* offline: try again later */ }).then(function () {
+      return false;
+    }).catch(function () { return false; /* offline: try again later */ }).then(function (ok) {
       sending = false;
+      if (ok && load().length) flush(false); // events recorded while this batch was in flight
     });
   }
 

@@ -1,0 +1,46 @@
+"""In Chromium: a signed-in learner's steps are recorded by progress.js through the progress API
+(cookie + CSRF header), and the lesson page resumes there with completed steps marked."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+LESSON = "ddp-fundamentals"
+
+
+def _is_sync(response: Any) -> bool:
+    return "/api/v1/progress/events" in response.url and response.request.method == "POST"
+
+
+def test_progress_is_recorded_and_the_page_resumes(page: Any) -> None:
+    page.goto(f"/register?next=/lessons/{LESSON}")
+    page.fill("#display_name", "Chromium")
+    page.fill("#email", f"e2e-{uuid.uuid4().hex[:8]}@example.org")
+    page.fill("#password", "correct horse battery")
+    with page.expect_response(_is_sync) as first:
+        page.click("form.auth-form button[type=submit]")
+    assert first.value.status == 200  # the position at load
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/lessons/{LESSON}")
+
+    for _ in range(2):
+        with page.expect_response(_is_sync) as synced:
+            page.click('[data-step-nav="next"]')
+        assert synced.value.status == 200
+    page.wait_for_function(
+        "() => !(JSON.parse(localStorage.getItem('rdv:progress:pending') || '[]').length)"
+    )
+
+    state = page.request.get("/api/v1/progress").json()["lessons"][LESSON]
+    steps = page.eval_on_selector_all(".step-card", "cards => cards.map(c => c.dataset.stepId)")
+    assert state["completed_steps"] == sorted(steps[:2])
+    assert state["last_step"] == steps[2]
+
+    page.goto(f"/lessons/{LESSON}")  # no ?step=: resume where the learner was
+    assert page.get_attribute("#steps", "data-current") == "3"
+    assert page.is_visible(f"#step-{steps[2]}")
+    completed = page.eval_on_selector_all(
+        ".step-card.step-card--completed", "cards => cards.map(c => c.dataset.stepId)"
+    )
+    assert completed == steps[:2]
