@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 MS_NOSUID, MS_NODEV = 2, 4
 MNT_DETACH = 2
 MAX_INODES = 65536
+MAX_DEPTH = 32
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -64,30 +65,48 @@ def _copy_file(src_dir_fd: int, name: str, dst: Path, owner: tuple[int, int] | N
         os.close(fd)
 
 
-def copy_tree(src: Path, dst: Path, *, owner: tuple[int, int] | None, skip: set[str]) -> None:
-    """Copy regular files and directories from src into dst, never following a symlink."""
+def copy_tree(src: Path, dst: Path, *, owner: tuple[int, int] | None, skip: set[str]) -> list[str]:
+    """Copy regular files and directories from src into dst, never following a symlink.
 
-    def walk(rel: str) -> None:
-        dir_fd = os.open(src / rel if rel else src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    Whatever cannot be copied (too deep, a name too long, a vanished entry) is left out and
+    named in the returned list: the work dir is the learner's, so its shape is never trusted.
+    """
+    problems: list[str] = []
+
+    def walk(rel: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            problems.append(f"{rel}: deeper than {MAX_DEPTH} levels, not copied")
+            return
+        try:
+            dir_fd = os.open(
+                src / rel if rel else src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+            )
+        except OSError as exc:
+            problems.append(f"{rel}: {exc.strerror}")
+            return
         try:
             for entry in os.scandir(dir_fd):
                 child = f"{rel}/{entry.name}" if rel else entry.name
                 if child in skip:
                     continue
                 target = dst / child
-                if entry.is_dir(follow_symlinks=False):
-                    if target.is_symlink():
-                        continue
-                    target.mkdir(exist_ok=True)
-                    if owner is not None:
-                        os.chown(target, *owner)
-                    walk(child)
-                elif entry.is_file(follow_symlinks=False):
-                    _copy_file(dir_fd, entry.name, target, owner)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if target.is_symlink():
+                            continue
+                        target.mkdir(exist_ok=True)
+                        if owner is not None:
+                            os.chown(target, *owner)
+                        walk(child, depth + 1)
+                    elif entry.is_file(follow_symlinks=False):
+                        _copy_file(dir_fd, entry.name, target, owner)
+                except OSError as exc:
+                    problems.append(f"{child}: {exc.strerror}")
         finally:
             os.close(dir_fd)
 
-    walk("")
+    walk("", 0)
+    return problems
 
 
 def remove_special(root: Path, skip: set[str]) -> None:
@@ -97,9 +116,10 @@ def remove_special(root: Path, skip: set[str]) -> None:
             path = Path(dirpath, name)
             if str(path.relative_to(root)) in skip:
                 continue
-            mode = os.lstat(path).st_mode
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                path.unlink()
+            with contextlib.suppress(OSError):
+                mode = os.lstat(path).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    path.unlink()
 
 
 def prune_stubs(root: Path, stubs: list[str]) -> None:
@@ -145,13 +165,17 @@ class StagedWorkdir:
             self.warnings.append(f"disk limit not enforced: cannot mount a tmpfs ({exc})")
             os.chown(stage, self.user.uid, self.user.gid)
         self.path = stage
-        copy_tree(self.host_dir, stage, owner=(self.user.uid, self.user.gid), skip=set())
+        problems = copy_tree(self.host_dir, stage, owner=(self.user.uid, self.user.gid), skip=set())
+        if problems:
+            raise OSError(f"could not copy the work dir in: {'; '.join(problems[:5])}")
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
             if self.path != self.host_dir:
-                copy_tree(self.path, self.host_dir, owner=None, skip=set(self.stubs))
+                problems = copy_tree(self.path, self.host_dir, owner=None, skip=set(self.stubs))
+                if problems:
+                    log.info("work dir entries not copied back: %s", "; ".join(problems[:10]))
             else:
                 remove_special(self.host_dir, set(self.stubs))
             prune_stubs(self.host_dir, self.stubs)

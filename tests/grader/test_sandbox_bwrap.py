@@ -405,3 +405,21 @@ def test_exit_status_of_the_command_is_reported(tmp_path: Path) -> None:
     assert run_python(tmp_path, "raise SystemExit(7)").exit_code == 7
     crash = run_python(tmp_path, "import ctypes; ctypes.string_at(0)")  # a real segfault
     assert crash.exit_code == 128 + 11
+
+
+def test_a_hostile_work_dir_shape_still_comes_back(tmp_path: Path) -> None:
+    out = run_python(
+        tmp_path,
+        """
+        import os
+        for i in range(2000):
+            open(f"many{i}", "w").close()
+        open("kept.txt", "w").write("ok")
+        for _ in range(300):  # 60 KB of path: far beyond PATH_MAX and any sane recursion
+            os.mkdir("d" * 200)
+            os.chdir("d" * 200)
+        """,
+    )
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "kept.txt").read_text() == "ok"
+    assert (tmp_path / "many1999").exists()
