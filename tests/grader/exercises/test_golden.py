@@ -1,0 +1,61 @@
+"""Golden cases of the lesson 1, 3 and 4 exercises, graded in the real sandbox (bwrap)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grader.api import grade
+from grader.contract import Job
+from grader.exercises import load_spec
+
+HERE = Path(__file__).parent
+EXERCISES = {
+    "allreduce-by-hand": "data-vs-model-parallelism/allreduce-by-hand",
+    "syncbn": "syncbn-sharded-state/syncbn",
+    "zero-checkpoint": "syncbn-sharded-state/zero-checkpoint",
+    "env-launch": "torchrun-launch/env-launch",
+    "elastic-resume": "torchrun-launch/elastic-resume",
+}
+CASES = sorted(
+    (name, case.name)
+    for name in EXERCISES
+    if (HERE / name).is_dir()
+    for case in (HERE / name).iterdir()
+    if (case / "main.py").is_file()
+)
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize(("exercise", "case"), CASES, ids=[f"{e}/{c}" for e, c in CASES])
+def test_golden(exercise: str, case: str) -> None:
+    folder = HERE / exercise / case
+    expected = json.loads((folder / "expected.json").read_text())
+    exercise_id = EXERCISES[exercise]
+    job = Job(
+        exercise=exercise_id,
+        code=(folder / "main.py").read_text(),
+        spec=load_spec(exercise_id),
+        submission_id=f"golden-{exercise}-{case}",
+    )
+    result = grade(job)
+    checks = {c.id: c for c in result.checks}
+    report = "\n".join(f"{c.status} {c.id}: {c.message}" for c in result.checks) + (
+        f"\nerror: {result.error}" if result.error else ""
+    )
+    assert result.status == expected["status"], report
+    for cid in expected.get("failed", []):
+        assert checks[cid].status == "fail", report
+    for cid in expected.get("passed", []):
+        assert checks[cid].status == "pass", report
+    for cid, text in expected.get("contains", {}).items():
+        assert text in checks[cid].message, report
+    if expected["status"] == "pass":
+        assert all(c.status in ("pass", "skip") for c in result.checks), report
+    else:  # every failed check says where and what, with the hint
+        for c in result.checks:
+            if c.status == "fail":
+                assert c.message and c.hint, report
