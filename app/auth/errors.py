@@ -57,6 +57,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "method_not_allowed": (405, "That path does not accept this method."),
     "email_taken": (409, "An account with this email exists already."),
     "rate_limited": (429, "Too many attempts; retry after the Retry-After seconds."),
+    "lesson_unavailable": (503, "The lesson's file is broken right now; the others work."),
 }
 
 

@@ -81,7 +81,7 @@ def read_course(
 @api_router.get(
     "/lessons/{lesson_id}",
     response_model=LocalizedLesson,
-    responses={**_CACHED, **error_responses(404, 422)},
+    responses={**_CACHED, **error_responses(404, 422, 503)},
 )
 def read_lesson(
     response: Response,
@@ -94,6 +94,14 @@ def read_lesson(
     served = negotiate(None, locale, accept_language)
     try:
         lesson = content.localized_lesson(lesson_id, served)
+    except content.LessonUnavailable as exc:
+        raise ApiError(
+            503,
+            "lesson_unavailable",
+            "This lesson's file has an error, so it cannot be shown right now. The other lessons "
+            "work; try this one again later.",
+            headers={"Retry-After": "300"},
+        ) from exc
     except content.ContentNotFound as exc:
         raise _not_found(f"lesson {lesson_id!r}") from exc
     return _conditional(response, lesson.etag, served, if_none_match) or lesson

@@ -48,7 +48,10 @@ def test_lesson_carries_no_quiz_answers(client: TestClient) -> None:
     lesson = client.get(f"/api/v1/lessons/{LESSON}").json()
     assert lesson["quiz"] and lesson["steps"] and lesson["exercises"]
     for question in lesson["quiz"]:
-        assert set(question) == {"id", "question", "choices"}
+        assert {"id", "question", "choices"} <= set(question)
+        assert not {"answer", "explanation", "correct"} & set(question)
+        for choice in question["choices"]:
+            assert not {"correct", "is_correct"} & set(choice)
     assert "starter_code" in lesson["exercises"][0]
     assert "fallback_fields" in lesson
 
@@ -166,3 +169,19 @@ def test_malformed_events_are_422_with_details(client: TestClient) -> None:
         },
     )
     assert too_many.status_code == 422
+
+
+def test_broken_lesson_is_503_and_the_others_still_serve(
+    client: TestClient, use_lessons: Any, lessons_copy: Any
+) -> None:
+    file = lessons_copy / "02-second-lesson" / "lesson.yaml"
+    file.write_text(file.read_text("utf-8").replace("steps:", "steps: ["), "utf-8")
+    use_lessons(lessons_copy)
+    broken = client.get("/api/v1/lessons/second-lesson")
+    assert broken.status_code == 503
+    assert broken.json()["code"] == "lesson_unavailable"
+    assert client.get("/api/v1/lessons/first-steps").status_code == 200
+    listed = {
+        item["id"]: item["available"] for item in client.get("/api/v1/courses").json()["lessons"]
+    }
+    assert listed == {**listed, "second-lesson": False, "first-steps": True}
