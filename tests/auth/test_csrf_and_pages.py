@@ -185,3 +185,12 @@ def test_page_errors_are_translated(client: TestClient) -> None:
     assert wrong.status_code == 401
     assert "E-posta ya da parola yanlış" in wrong.text
     assert wrong.headers["content-language"] == "tr"
+
+
+def test_header_shows_the_account(client: TestClient) -> None:
+    anonymous = client.get("/lessons/ddp-fundamentals").text
+    assert 'href="/login?next=' in anonymous and 'action="/logout"' not in anonymous
+    browser_sign_up(client)
+    signed_in = client.get("/lessons/ddp-fundamentals").text
+    assert ">Linus</a>" in signed_in  # the display name links to my devices
+    assert 'action="/logout"' in signed_in
