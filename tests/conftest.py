@@ -14,29 +14,42 @@ from sqlalchemy.orm import Session
 
 os.environ.setdefault("RDV_ENVIRONMENT", "test")
 
-PG_ADMIN_URL = os.environ.get("RDV_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "RDV_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 
 
-def _pg_url(worker_id: str) -> str:
-    name = f"rdv_test_{worker_id}".replace("-", "_")
+def _pg_admin(statement: str) -> None:
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        conn.execute(text(statement))
     admin.dispose()
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+
+
+def _pg_database_name(worker_id: str) -> str:
+    # Unique per test process: two test runs at once (or xdist workers) never share a database.
+    return f"rdv_test_{worker_id}_{os.getpid()}".replace("-", "_")
 
 
 @pytest.fixture(scope="session")
-def migrated_urls(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, str]:
+def migrated_urls(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[dict[str, str]]:
     """One migrated database per backend for this test process."""
     from app.migrate import upgrade
 
     sqlite_path: Path = tmp_path_factory.mktemp("db") / "test.db"
-    urls = {"sqlite": f"sqlite:///{sqlite_path}", "postgres": _pg_url(worker_id)}
+    pg_name = _pg_database_name(worker_id)
+    _pg_admin(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
+    _pg_admin(f'CREATE DATABASE "{pg_name}"')
+    urls = {
+        "sqlite": f"sqlite:///{sqlite_path}",
+        "postgres": PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{pg_name}",
+    }
     for url in urls.values():
         upgrade(url)
-    return urls
+    yield urls
+    _pg_admin(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
