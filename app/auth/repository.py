@@ -28,11 +28,17 @@ def get_active_token(session: Session, token_hash: str) -> tuple[DeviceToken, Us
     return (row[0], row[1]) if row else None
 
 
-def list_active_devices(session: Session, user_id: uuid.UUID) -> list[DeviceToken]:
+def list_active_devices(
+    session: Session, user_id: uuid.UUID, *, used_since: datetime
+) -> list[DeviceToken]:
     return list(
         session.scalars(
             select(DeviceToken)
-            .where(DeviceToken.user_id == user_id, DeviceToken.revoked_at.is_(None))
+            .where(
+                DeviceToken.user_id == user_id,
+                DeviceToken.revoked_at.is_(None),
+                DeviceToken.last_used_at >= used_since,
+            )
             .order_by(DeviceToken.last_used_at.desc(), DeviceToken.id)
         )
     )

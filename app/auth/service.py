@@ -15,6 +15,8 @@ from app.auth.models import DeviceToken, User
 
 # Writing last_used_at on every request would turn every read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=5)
+# A device unused this long is signed out: a forgotten browser or a sold phone stops working.
+IDLE_LIMIT = timedelta(days=90)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,10 @@ def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | No
         return None
     device, user = found
     now = datetime.now(UTC)
-    if _aware(device.last_used_at) < now - LAST_USED_RESOLUTION:
+    last_used = _aware(device.last_used_at)
+    if last_used < now - IDLE_LIMIT:
+        return None  # not written here: a refused request rolls back; the list filters it too
+    if last_used < now - LAST_USED_RESOLUTION:
         device.last_used_at = now
     return AuthContext(user=user, device=device, via=via)
 
@@ -113,7 +118,8 @@ def revoke(device: DeviceToken) -> None:
 
 
 def list_devices(session: Session, user: User) -> list[DeviceToken]:
-    return repository.list_active_devices(session, user.id)
+    used_since = datetime.now(UTC) - IDLE_LIMIT
+    return repository.list_active_devices(session, user.id, used_since=used_since)
 
 
 def revoke_device(session: Session, user: User, device_id: uuid.UUID) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -149,3 +151,19 @@ def test_registration_is_rate_limited_per_ip(client: TestClient) -> None:
     ]
     assert statuses[:20] == [201] * 20
     assert statuses[20:] == [429, 429]
+
+
+def test_a_device_idle_for_90_days_is_signed_out(client: TestClient, session: Session) -> None:
+    headers = register_and_sign_in(client, "idle@example.org")
+    device = session.scalars(
+        select(DeviceToken).join(User).where(User.email == "idle@example.org")
+    ).one()
+    device.last_used_at = datetime.now(UTC) - timedelta(days=91)
+    session.flush()
+    assert client.get("/api/v1/me", headers=headers).status_code == 401
+    other = client.post(
+        "/api/v1/auth/token", data={"username": "idle@example.org", "password": PASSWORD}
+    ).json()["access_token"]
+    devices = client.get("/api/v1/auth/devices", headers=bearer(other)).json()
+    assert [d["id"] for d in devices] != [str(device.id)]
+    assert len(devices) == 1  # the idle one is gone from "my devices"
