@@ -82,7 +82,8 @@ def install(tracer: Tracer) -> None:
         tracer.emit("step", **event)
         for fault in faults:
             if tracer.steps == fault.get("after_steps"):
-                tracer.emit("fault", **fault)
+                # Issue 4: the spec's "kind" must not collide with the event's own kind.
+                tracer.emit("fault", **{k: v for k, v in fault.items() if k != "kind"})
                 os._exit(int(fault.get("exit_code", 1)))
 
     register_optimizer_step_pre_hook(pre_hook)
