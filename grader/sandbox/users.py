@@ -74,6 +74,23 @@ def acquire_user() -> SandboxUser:
     raise SandboxUnavailable(f"all {SLOTS} sandbox uids are busy; raise RDV_SANDBOX_SLOTS")
 
 
+def try_acquire_slot(slot: int) -> SandboxUser | None:
+    """Hold uid slot `slot` (root only), or None when another job holds it."""
+    slots = secure_dir(secure_dir(STATE_DIR, 0o711) / "slots", 0o700)
+    flags = os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(slots / f"{slot}.lock", flags, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    uid = UID_BASE + slot
+    return SandboxUser(uid=uid, gid=uid, switch=True, slot=slot, _lock_fd=fd)
+
+
 def passwd_lines(user: SandboxUser, home: str) -> tuple[str, str]:
     """/etc/passwd and /etc/group for inside the sandbox: only its own user."""
     passwd = f"sandbox:x:{user.uid}:{user.gid}:Rendezvous sandbox:{home}:/usr/sbin/nologin\n"

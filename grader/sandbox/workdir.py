@@ -17,7 +17,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from grader.sandbox.users import STATE_DIR, SandboxUser, secure_dir
+from grader.sandbox.users import STATE_DIR, SandboxUser, secure_dir, try_acquire_slot
 
 log = logging.getLogger(__name__)
 MS_NOSUID, MS_NODEV = 2, 4
@@ -132,6 +132,26 @@ def prune_stubs(root: Path, stubs: list[str]) -> None:
             path = path.parent
 
 
+def sweep_stale_stages(stages: Path, own_slot: int) -> None:
+    """Unmount the work dirs of slots nobody holds (their grader died mid-job): they pin memory."""
+    for stage in stages.glob("slot-*"):
+        try:
+            slot = int(stage.name.removeprefix("slot-"))
+        except ValueError:
+            continue
+        if slot == own_slot:
+            continue
+        user = try_acquire_slot(slot)
+        if user is None:
+            continue
+        try:
+            StagedWorkdir._clear(stage)
+        except OSError as exc:
+            log.warning("could not clear the stale sandbox work dir %s: %s", stage, exc)
+        finally:
+            user.release()
+
+
 class StagedWorkdir:
     """Context manager: `.path` is what gets bound at /work; the host dir is updated on exit."""
 
@@ -151,7 +171,9 @@ class StagedWorkdir:
                 "RLIMIT_FSIZE caps each file"
             )
             return self
-        stage = secure_dir(STATE_DIR / "work", 0o711) / f"slot-{self.user.slot}"
+        stages = secure_dir(STATE_DIR / "work", 0o711)
+        sweep_stale_stages(stages, self.user.slot)
+        stage = stages / f"slot-{self.user.slot}"
         self._clear(stage)  # left over by a grader that died mid-job
         stage.mkdir(mode=0o700)
         options = (

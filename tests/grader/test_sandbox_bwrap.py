@@ -423,3 +423,24 @@ def test_a_hostile_work_dir_shape_still_comes_back(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert (tmp_path / "kept.txt").read_text() == "ok"
     assert (tmp_path / "many1999").exists()
+
+
+def test_work_dirs_left_by_a_dead_grader_are_swept(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the sized work dirs need root")
+    from grader.sandbox import users, workdir
+
+    user = next(u for s in range(users.SLOTS) if (u := users.try_acquire_slot(s)) is not None)
+    assert user.slot is not None
+    stale = users.STATE_DIR / "work" / f"slot-{user.slot}"
+    stale.mkdir(parents=True, exist_ok=True)
+    workdir._mount_tmpfs(stale, "size=1m")
+    user.release()  # as if its grader had died mid-job
+    try:
+        out = run_python(tmp_path / "job", "print('ok')")
+        assert out.exit_code == 0
+        assert not workdir._is_mount(stale) or users.try_acquire_slot(user.slot) is None
+    finally:
+        if workdir._is_mount(stale) and (again := users.try_acquire_slot(user.slot)):
+            workdir.StagedWorkdir._clear(stale)
+            again.release()
