@@ -9,9 +9,10 @@ absorbs a different summation order, far below one SGD step's change.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text
+from grader.checks.base import Outcome, RunView, check, failed, get_check, passed, ranks_text
 from grader.exercises_ext.views import in_attempt, plural, reference, steps, where
 
 REL_TOL = 1e-6
@@ -178,3 +179,38 @@ def _steps_before_snapshot(run: RunView) -> int | None:
         if e.get("kind") in ("save", "rename"):
             at = count
     return at
+
+
+def _final_attempt_view(run: RunView) -> RunView:
+    """The run as its last attempt saw it: earlier attempts were stopped by the restart."""
+    last = max((int(e.get("attempt", 0)) for r in run.ranks for e in r.events), default=0)
+    ranks = [
+        dataclasses.replace(r, events=[e for e in r.events if int(e.get("attempt", 0)) == last])
+        for r in run.ranks
+    ]
+    return dataclasses.replace(run, ranks=ranks)
+
+
+_core_completed = get_check("run.completed")
+
+
+def _completed_after_restarts(run: RunView, params: dict[str, Any]) -> Outcome:
+    """run.completed, judged on the last attempt of a run that torchrun restarted.
+
+    The ranks of a superseded attempt crash by design (their peer was stopped, e.g. by the
+    grader's injected fault); only the attempt that ran to the end counts.
+    """
+    assert _core_completed is not None
+    restarted = any(int(e.get("attempt", 0)) > 0 for r in run.ranks for e in r.events)
+    if not restarted:
+        return _core_completed.fn(run, params)
+    outcome = _core_completed.fn(_final_attempt_view(run), params)
+    if outcome.status == "pass":
+        outcome.message = outcome.message.rstrip(".") + ", after torchrun restarted them."
+    return outcome
+
+
+if _core_completed is not None:
+    check("run.completed", title=_core_completed.title, hint=_core_completed.hint)(
+        _completed_after_restarts
+    )

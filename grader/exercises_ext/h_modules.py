@@ -187,6 +187,7 @@ def install_zero(tracer: Any) -> None:
         return
     zeros: list[Any] = []
     tracer.state["x_zeros"] = zeros
+    busy = {"consolidating": 0}
 
     def make_init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -210,7 +211,11 @@ def install_zero(tracer: Any) -> None:
         def consolidate_state_dict(self: Any, to: int = 0) -> Any:
             line = tracer.where()
             tracer.emit("x_consolidate_enter", line=line, to=to)
-            out = original(self, to)
+            busy["consolidating"] += 1  # it pickles shards with torch.save into buffers
+            try:
+                out = original(self, to)
+            finally:
+                busy["consolidating"] -= 1
             tracer.emit("x_consolidate_exit", line=line, to=to)
             return out
 
@@ -237,7 +242,7 @@ def install_zero(tracer: Any) -> None:
     def make_save(original: Any) -> Any:
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(obj, f, *args, **kwargs)
-            if zeros:
+            if zeros and not busy["consolidating"]:
                 try:
                     _record_optimizer_save(tracer, zeros, obj, f)
                 except Exception as exc:

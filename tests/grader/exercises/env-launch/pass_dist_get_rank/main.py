@@ -1,0 +1,89 @@
+"""A torchrun-ready trainer: everything about the launch comes from the environment.
+
+Run on one machine:  torchrun --standalone --nproc-per-node 2 main.py
+Run on two machines: torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d \
+                         --rdzv-endpoint HOST:29400 --rdzv-id my-job main.py   (on each machine)
+"""
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+EPOCHS = 2
+BATCH_SIZE = 16  # per process
+CHECKPOINT = "checkpoint.pt"
+
+
+def make_dataset() -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(192, 10, generator=g)
+    true_w = torch.randn(10, 1, generator=g)
+    y = x @ true_w + 0.1 * torch.randn(192, 1, generator=g)
+    return TensorDataset(x, y)
+
+
+def setup() -> tuple[int, int, int, torch.device]:
+    # torchrun sets these for every worker; nothing about the launch is hard-coded here.
+    local_rank = int(os.environ.get('LOCAL_RANK', '0'))
+
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    # env:// uses MASTER_ADDR/MASTER_PORT from torchrun's rendezvous: never override them.
+    dist.init_process_group(backend=backend)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    node = os.environ.get("GROUP_RANK", "?")
+    print(
+        f"rank {rank}/{world_size} local_rank {local_rank} node {node} "
+        f"on {socket.gethostname()} ({device})",
+        flush=True,
+    )
+    return rank, local_rank, world_size, device
+
+
+def train(rank: int, device: torch.device) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 1)).to(device)
+    ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    dataset = make_dataset()
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)  # uses the group's rank/size
+    loader = DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
+    loss_fn = nn.MSELoss()
+
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(ddp_model(x), y)
+            loss.backward()
+            optimizer.step()
+        print(f"rank {rank} epoch {epoch} loss {loss.item():.4f}", flush=True)
+
+    # Global rank 0, not LOCAL_RANK 0: every node has a local rank 0.
+    if rank == 0:
+        torch.save(ddp_model.module.state_dict(), CHECKPOINT)
+    dist.barrier()
+
+
+def main() -> None:
+    rank, _, _, device = setup()
+    try:
+        train(rank, device)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
