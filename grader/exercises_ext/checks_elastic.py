@@ -65,9 +65,9 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     saved = _saved_paths(run, attempt)
     if not saved:
         return failed(
-            f"Before rank {frank} was stopped (after {plural(int(fe.get('after_steps', 0)), 'step')}),"
-            " no snapshot had been saved, so the restart had nothing to resume from. Save one at "
-            "the end of every epoch.",
+            f"Before rank {frank} was stopped (after "
+            f"{plural(int(fe.get('after_steps', 0)), 'step')}), no snapshot had been saved, "
+            "so the restart had nothing to resume from. Save one at the end of every epoch.",
             rank=frank,
         )
     not_loaded = []

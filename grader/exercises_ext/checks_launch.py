@@ -39,16 +39,15 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
             line=e.get("line"),
         )
     for rank, e in run.events("x_env_write"):
-        if e.get("key") in OVERRIDES and e.get("launched") is not None:
-            if e.get("value") != e.get("launched"):
-                return failed(
-                    f"Rank {rank} set {e['key']} to {e.get('value')!r} {where(run, e.get('line'))}, "
-                    f"replacing the {e.get('launched')!r} torchrun chose ({size}). "
-                    "torchrun already sets it, and a fixed value breaks multi-node runs and "
-                    "concurrent jobs.",
-                    rank=rank,
-                    line=e.get("line"),
-                )
+        launched = e.get("launched")
+        if e.get("key") in OVERRIDES and launched is not None and e.get("value") != launched:
+            return failed(
+                f"Rank {rank} set {e['key']} to {e.get('value')!r} {where(run, e.get('line'))}, "
+                f"replacing the {launched!r} torchrun chose ({size}). torchrun already sets "
+                "it, and a fixed value breaks multi-node runs and concurrent jobs.",
+                rank=rank,
+                line=e.get("line"),
+            )
     for rank, e in run.events("x_init_args"):
         method = e.get("init_method")
         if method and not str(method).startswith("env://"):
@@ -62,9 +61,10 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
     env = {rank: e for rank, e in run.events("x_env")}
     inits = {rank: e for rank, e in run.events("init")}
     for r in run.ranks:
-        e = inits.get(r.rank)
-        if e is None:
+        got = inits.get(r.rank)
+        if got is None:
             continue
+        e = got
         if e.get("world_size") != run.world_size or e.get("rank") != r.rank:
             given = env.get(r.rank) or {}
             return failed(
@@ -89,7 +89,8 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
     crash = _crash(run)
     if missing or crash:
         return failed(
-            f"{size.capitalize()} the program did not run through: {crash or 'a rank never joined'}",
+            f"{size.capitalize()} the program did not run through: "
+            + (crash or "a rank never joined the process group."),
             rank=missing[0] if missing else None,
         )
     return passed(

@@ -102,8 +102,9 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         return failed("No rank called consolidate_state_dict, and no optimizer state was saved.")
     if not saves:
+        first = enters[called[0]][0].get("line")
         return failed(
-            f"Every rank called consolidate_state_dict {where(run, enters[0][0].get('line') if enters.get(0) else None)}, "
+            f"Every rank called consolidate_state_dict {where(run, first)}, "
             "but no checkpoint with the optimizer state (a dict with 'state' and 'param_groups') "
             "was saved.",
             rank=0,
