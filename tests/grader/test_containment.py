@@ -237,3 +237,46 @@ def test_result_of_a_hostile_run_is_plain_json() -> None:
     result = grade_hostile("print('\\x00\\x1b[2J\\udcff not utf-8', flush=True)\n")
     assert_learner_fail(result)
     json.loads(result.model_dump_json())
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="torch's elastic agent in the supervisor turns SIGINT/SIGTERM/SIGHUP/SIGQUIT into "
+    "SignalException, reported as a launch error; the learner is the only possible sender "
+    "(grader core: map it to a learner fault)",
+)
+def test_signals_to_the_supervisor_are_the_learners_fault() -> None:
+    result = grade_hostile(
+        """
+        import os, signal, time
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT):
+            try:
+                os.kill(1, sig)
+            except OSError:
+                pass
+            time.sleep(0.2)
+        """
+    )
+    assert_learner_fail(result)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the supervisor (pid 1, same uid as the learner) is dumpable: its memory, and so the "
+    "report nonce, is readable through /proc/1/mem; it should call prctl(PR_SET_DUMPABLE, 0)",
+)
+def test_the_supervisors_memory_is_out_of_reach() -> None:
+    result = grade_hostile(
+        """
+        for path in ("/proc/1/mem", "/proc/1/environ", "/proc/1/maps"):
+            try:
+                open(path, "rb").read(1)
+                print("PROC", path, "readable", flush=True)
+            except OSError as exc:
+                print("PROC", path, type(exc).__name__, flush=True)
+        """
+    )
+    assert_learner_fail(result)
+    out = rank_output(result)
+    assert "PROC /proc/1/maps" in out
+    assert "readable" not in out
