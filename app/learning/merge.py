@@ -13,6 +13,7 @@ Exercise results (recorded by the grader, not sent by clients) count attempts an
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -61,7 +62,18 @@ def _newer(at: str, event_id: str, than_at: str | None, than_id: str | None) -> 
 
 def apply_event(state: LessonState, event: StoredEvent) -> LessonState:
     """The state after `event`; the input is not modified."""
+    return apply_events(state, [event])
+
+
+def apply_events(state: LessonState, events: Iterable[StoredEvent]) -> LessonState:
+    """The state after `events` (in any order: the result is the same); the input is kept."""
     new = copy.deepcopy(state)
+    for event in events:
+        _apply_in_place(new, event)
+    return new
+
+
+def _apply_in_place(new: LessonState, event: StoredEvent) -> None:
     at = iso(event.at)
     step_id = event.payload.get("step_id")
     if event.type in ("step_seen", "step_completed", "position") and step_id:
@@ -82,7 +94,6 @@ def apply_event(state: LessonState, event: StoredEvent) -> LessonState:
         quiz["best_score"] = score if quiz["best_score"] is None else max(quiz["best_score"], score)
         max_score = int(event.payload["max_score"])
         quiz["max_score"] = max(quiz["max_score"] or 0, max_score)
-    return new
 
 
 def _apply_answer(quiz: dict[str, Any], event: StoredEvent, at: str) -> None:

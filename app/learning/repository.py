@@ -56,13 +56,15 @@ def insert_new_events(
     """
     if not rows:
         return set()
+    # One compiled statement for any batch size (executemany; SQLAlchemy batches the VALUES).
+    table = ProgressEvent.__table__
     statement = (
-        _insert(session, ProgressEvent)
-        .values([{**row, "user_id": user_id} for row in rows])
+        _insert(session, table)
         .on_conflict_do_nothing(index_elements=["user_id", "client_id"])
-        .returning(ProgressEvent.client_id)
+        .returning(table.c.client_id)
     )
-    return set(session.scalars(statement).all())
+    result = session.execute(statement, [{**row, "user_id": user_id} for row in rows])
+    return set(result.scalars().all())
 
 
 def lessons_for_update(

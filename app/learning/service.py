@@ -16,11 +16,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from app.content import service as content
+from app.content.loader import Catalog
 from app.learning import repository
 from app.learning.merge import (
     LessonState,
     StoredEvent,
-    apply_event,
+    apply_events,
     apply_exercise_result,
     empty_state,
 )
@@ -50,9 +51,8 @@ def _stored(event: ProgressEventIn, now: datetime) -> StoredEvent:
     return StoredEvent(event.id, event.type, event.lesson_id, at, payload)
 
 
-def _validate(event: StoredEvent) -> RejectedEvent | StoredEvent:
+def _validate(event: StoredEvent, catalog: Catalog) -> RejectedEvent | StoredEvent:
     """Check the event names content that exists; quiz answers get their `correct` here."""
-    catalog = content.get_catalog()
     loaded = catalog.lessons.get(event.lesson_id)
     if loaded is None:
         if event.lesson_id in catalog.unavailable:
@@ -112,8 +112,9 @@ def store_and_merge(
     now = datetime.now(UTC)
     accepted: dict[str, StoredEvent] = {}
     rejected: list[RejectedEvent] = []
+    catalog = content.get_catalog()  # once per batch: it checks the lesson files for edits
     for sent in events:
-        checked = _validate(_stored(sent, now))
+        checked = _validate(_stored(sent, now), catalog)
         if isinstance(checked, RejectedEvent):
             rejected.append(checked)
         else:
@@ -157,9 +158,7 @@ def _merge_into_lessons(
     for lesson_id, lesson_events in by_lesson.items():
         row = rows.get(lesson_id)
         before: LessonState = row.state if row is not None else empty_state()
-        after = before
-        for event in lesson_events:
-            after = apply_event(after, event)
+        after = apply_events(before, lesson_events)
         if row is None or after != before:
             repository.save_lesson(
                 session,
