@@ -223,7 +223,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--gpus",
         default=None,
-        help="GPU ids this worker owns, e.g. 0,1 (sets CUDA_VISIBLE_DEVICES)",
+        help="GPU ids this worker owns, e.g. 0,1 (sets RDV_GPUS for the launcher)",
     )
     parser.add_argument(
         "--heartbeat", type=float, default=10.0, help="seconds between this worker's heartbeats"
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         return 2
     dsn = args.dsn.replace("postgresql+psycopg://", "postgresql://", 1)
     if args.gpus is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpus
+        os.environ["RDV_GPUS"] = args.gpus  # the launcher hands these to each sandbox
     app = build_app(
         dsn,
         queue=args.queue,

@@ -225,9 +225,16 @@ class ProcrastinateBackend:
         for stalled in await self.app.job_manager.get_stalled_jobs(queue=RESULTS_QUEUE):
             if stalled.id is not None:
                 await self.app.job_manager.retry_job(stalled)
-        for submission_id, job_id in await asyncio.to_thread(self._dispatched_unfinished):
-            status = await self.app.job_manager.get_job_status_async(job_id)
-            if status.value in ("failed", "cancelled", "aborted"):
+        dispatched = dict(await asyncio.to_thread(self._dispatched_unfinished))
+        if not dispatched:
+            return
+        rows = await self.app.connector.execute_query_all_async(
+            "SELECT id, status::text AS status FROM procrastinate_jobs WHERE id = ANY(%(ids)s)",
+            ids=list(dispatched.values()),
+        )
+        gave_up = {row["id"] for row in rows if row["status"] in ("failed", "cancelled", "aborted")}
+        for submission_id, job_id in dispatched.items():
+            if job_id in gave_up:
                 await asyncio.to_thread(self._fail_by_id, submission_id, QUEUE_GAVE_UP)
 
     def _pending_jobs(self) -> list[tuple[Submission, Job | None]]:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import make_engine
@@ -73,7 +73,35 @@ def wait_for(
             if submission.status in statuses:
                 return submission
         time.sleep(poll)
-    raise AssertionError(f"submission {submission_id} never reached {statuses}")
+    raise AssertionError(
+        f"submission {submission_id} never reached {statuses}:\n{describe(uow, submission_id)}"
+    )
+
+
+def describe(uow: SessionFactory, submission_id: uuid.UUID) -> str:
+    """The submission, its last events and the queue's jobs: what a failed wait needs to show."""
+    lines = []
+    with uow() as session:
+        row = session.get(Submission, submission_id)
+        if row is not None:
+            lines.append(f"status={row.status} attempts={row.attempts} owner={row.lease_owner}")
+        if session.bind is not None and session.bind.dialect.name == "postgresql":
+            jobs = (
+                session.execute(
+                    text(
+                        "SELECT id, task_name, status, queue_name, attempts FROM procrastinate_jobs"
+                        " WHERE task_name <> 'rendezvous.retry_stalled' ORDER BY id"
+                    )
+                ).all()
+                if session.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar()
+                else []
+            )
+            lines += [f"job {tuple(job)}" for job in jobs]
+    events = stored_events(uow, submission_id)
+    lines += [
+        f"event {e.id} {e.kind} a{e.attempt} r{e.rank} {str(e.data)[:80]}" for e in events[-15:]
+    ]
+    return "\n".join(lines)
 
 
 def stored_events(uow: SessionFactory, submission_id: uuid.UUID) -> list[SubmissionEvent]:
