@@ -125,6 +125,7 @@ class ProcrastinateBackend:
         results_worker: bool = True,
         poll_seconds: float = 1.0,
         sweep_seconds: float = 10.0,
+        heartbeat_seconds: float = 5.0,
     ) -> None:
         self._uow = session_factory
         self.conninfo = conninfo
@@ -133,6 +134,9 @@ class ProcrastinateBackend:
         self._results_worker = results_worker
         self._poll_seconds = poll_seconds
         self._sweep_seconds = sweep_seconds
+        # Shorter than any worker's --stalled-after (30 s by default): a worker that starts
+        # prunes the rows of workers silent for that long, and this one must not look dead.
+        self._heartbeat_seconds = heartbeat_seconds
         self.store = ResultStore(session_factory)
         self.app = build_app(conninfo, self.store)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -169,22 +173,31 @@ class ProcrastinateBackend:
             self._ready.set()
         side: list[asyncio.Task[Any]] = [asyncio.create_task(self._dispatch_forever())]
         if self._results_worker:
-            side.append(
-                asyncio.create_task(
-                    self.app.run_worker_async(
-                        queues=[RESULTS_QUEUE],
-                        name="rendezvous-web-results",
-                        concurrency=4,
-                        install_signal_handlers=False,
-                        delete_jobs="successful",
-                    )
-                )
-            )
+            side.append(asyncio.create_task(self._results_forever()))
         await self._stop.wait()
         for task in side:
             task.cancel()
         await asyncio.gather(*side, return_exceptions=True)
         await self.app.close_async()
+
+    async def _results_forever(self) -> None:
+        """The results worker; restarted if it ever stops (e.g. its row was pruned as stalled)."""
+        while True:
+            try:
+                await self.app.run_worker_async(
+                    queues=[RESULTS_QUEUE],
+                    name="rendezvous-web-results",
+                    concurrency=4,
+                    install_signal_handlers=False,
+                    delete_jobs="successful",
+                    update_heartbeat_interval=self._heartbeat_seconds,
+                    stalled_worker_timeout=self._heartbeat_seconds * 3,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the results worker stopped; restarting it")
+            await asyncio.sleep(1)
 
     async def _dispatch_forever(self) -> None:
         assert self._wakeup is not None

@@ -98,6 +98,7 @@ def start_backend(
             max_attempts=max_attempts,
             poll_seconds=0.1,
             sweep_seconds=1.0,
+            heartbeat_seconds=0.5,  # the test workers take 3 s of silence for death
         )
         backend.start()
         made.append(backend)

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
+from httpx import Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -16,7 +17,7 @@ EXERCISE = "ddp-fundamentals/train"
 CODE = "import torch.distributed as dist\nprint('hello')\n"
 
 
-def submit(client: TestClient, headers: dict[str, str], **overrides: object):  # type: ignore[no-untyped-def]
+def submit(client: TestClient, headers: dict[str, str], **overrides: object) -> Response:
     body = {"exercise": EXERCISE, "code": CODE, **overrides}
     return client.post("/api/v1/submissions", json=body, headers=headers)
 
