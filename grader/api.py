@@ -36,7 +36,7 @@ EventSink = Callable[[GradeEvent], None]
 
 
 def grade(job: Job, *, on_event: EventSink | None = None, sandbox: str | None = None) -> Result:
-    """Grade one submission. Never raises for learner faults; platform faults give status "error"."""
+    """Grade one submission. Never raises for learner faults; platform faults give "error"."""
     started = time.monotonic()
     emit = _safe(on_event)
     try:

@@ -65,16 +65,15 @@ def plan_launch(world_size: int, device: str) -> Launch:
 
 
 def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
-    if sandbox == "none":
+    env: dict[str, str] = {}
+    tmp = Path(SANDBOX_TMP)
+    if sandbox == "none":  # isolating backends give HOME and TMPDIR their own private tmpfs
         tmp, home = job_dir / ".tmp", job_dir / ".home"
         tmp.mkdir()
         home.mkdir()
-    else:
-        tmp, home = Path(SANDBOX_TMP), Path(SANDBOX_TMP)
-    env = {
+        env.update(HOME=str(home), TMPDIR=str(tmp))
+    env |= {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "TMPDIR": str(tmp),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",

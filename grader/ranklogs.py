@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -115,6 +116,10 @@ class OutputTailer:
                 log.total += size - log.offsets[path]
                 log.tail = _read_tail(path, size)
         if final:
+            for _, rank, path in self._files():
+                log = self.ranks[rank]
+                if log.total > len(log.kept) and path.stat().st_size > 0:
+                    log.tail = _read_tail(path, path.stat().st_size)
             for rank, log in self.ranks.items():
                 if log.partial and len(log.kept) < self.cap:
                     self._emit(rank, bytes(log.partial))
@@ -133,10 +138,8 @@ class OutputTailer:
             del log.partial[: cut + 1]
 
     def _emit(self, rank: int, line: bytes) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.on_line(rank, line.decode("utf-8", "replace"))
-        except Exception:
-            pass
 
     def result(self, rank: int) -> tuple[str, bool, int]:
         """(output, truncated, total bytes written) for one rank."""

@@ -10,6 +10,7 @@ runs as the same user, never learns the nonce that names the report and marks th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -218,10 +219,8 @@ def _read_stack(trace_dir: Path, rank: int) -> str | None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _ancestors() -> set[int]:

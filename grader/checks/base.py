@@ -99,10 +99,16 @@ class RunView:
         """ "at line 42 (`code`)" or ""."""
         return f"at line {line}{self.code_at(line)}" if line else ""
 
-    def crashed(self) -> bool:
-        return any(
-            (r.end or {}).get("status") not in ("ok", None) or r.end is None for r in self.ranks
-        )
+    @property
+    def complete(self) -> bool:
+        """Every rank ran the learner's program to its end (exit codes aside)."""
+        return bool(self.ranks) and all((r.end or {}).get("status") == "ok" for r in self.ranks)
+
+    def not_reached(self, what: str) -> Outcome | None:
+        """A skip for a check whose evidence is missing because the run stopped early."""
+        if self.complete:
+            return None
+        return Outcome("skip", f"Not judged: the run stopped before {what}.")
 
 
 CheckFn = Callable[[RunView, dict[str, Any]], Outcome]

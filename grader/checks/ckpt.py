@@ -43,6 +43,8 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
     own = [e for r, e in saves if r == 0]
     need = int(params.get("min_saves", 1))
     if len(own) < need:
+        if early := run.not_reached("rank 0 saved the model"):
+            return early
         return failed(
             "Rank 0 never saved the model."
             if not own
@@ -88,7 +90,8 @@ def ckpt_unwrapped(run: RunView, params: dict[str, Any]) -> Outcome:
                 return failed(
                     f"The state_dict rank {rank} saved {where} does not fit the model: "
                     f"{sd.get('n_missing', 0)} keys missing (e.g. {sd.get('missing', [])[:3]}), "
-                    f"{sd.get('n_unexpected', 0)} unexpected (e.g. {sd.get('unexpected', [])[:3]}).",
+                    f"{sd.get('n_unexpected', 0)} unexpected "
+                    f"(e.g. {sd.get('unexpected', [])[:3]}).",
                     rank=rank,
                     line=e.get("line"),
                 )
@@ -103,7 +106,8 @@ def ckpt_unwrapped(run: RunView, params: dict[str, Any]) -> Outcome:
         path, _ = broken[0]
         return failed(f"The file {_name(path)} left at the end holds keys starting with 'module.'.")
     return passed(
-        f"The {len(saves)} checkpoint writes hold the bare model's state_dict (no 'module.' prefix)."
+        f"The {len(saves)} checkpoint writes hold the bare model's state_dict "
+        "(no 'module.' prefix)."
     )
 
 
@@ -165,5 +169,6 @@ def ckpt_barrier(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=load.get("line"),
             )
     return passed(
-        f"All {len(loads)} reads of rank 0's checkpoint came after a barrier that followed the write."
+        f"All {len(loads)} reads of rank 0's checkpoint came after a barrier "
+        "that followed the write."
     )

@@ -20,6 +20,8 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
     inits = {rank: e for rank, e in run.events("ddp_init")}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
+        if (early := run.not_reached("every rank wrapped its model")) and not inits:
+            return early
         return failed(
             f"{ranks_text(missing).capitalize()} never wrapped a model in "
             "DistributedDataParallel, so nothing kept the ranks' gradients in step.",
@@ -48,7 +50,9 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=first.get("line"),
             )
     if not any(r.of("step") for r in run.ranks):
-        return failed("No rank took an optimizer step, so the DDP model was never trained.")
+        return run.not_reached("the first optimizer step") or failed(
+            "No rank took an optimizer step, so the DDP model was never trained."
+        )
     e = inits[0]
     return passed(
         f"Every rank wrapped its {e.get('module')} ({e.get('params')} parameters) in DDP "
@@ -69,7 +73,9 @@ def _steps_by_rank(run: RunView) -> dict[int, dict[tuple[int, int], dict[str, An
 def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
     steps = _steps_by_rank(run)
     if not any(steps.values()):
-        return failed("No rank took an optimizer step, so there was nothing to compare.")
+        return run.not_reached("the first optimizer step") or failed(
+            "No rank took an optimizer step, so there was nothing to compare."
+        )
     if run.world_size == 1:
         return passed("Only one rank ran; there is nothing to keep in sync.")
     ref = steps.get(0, {})
@@ -96,6 +102,8 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=steps[rank].get((key[0], 1), {}).get("line"),
             )
     if compared == 0:
+        if early := run.not_reached("the ranks took a step in common"):
+            return early
         return failed("The ranks took no optimizer steps in common, so they could not be compared.")
     n = max(n for _, n in ref) if ref else 0
     return passed(f"After each of the {n} optimizer steps, every rank held identical parameters.")
@@ -128,10 +136,12 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     first_step = ranks0.first("step") if ranks0 else None
     line = first_step.get("line") if first_step else None
     if not run.events("ddp_init"):
-        return failed("The model was never wrapped in DDP, so no gradients were averaged.")
+        return run.not_reached("the model was wrapped") or failed(
+            "The model was never wrapped in DDP, so no gradients were averaged."
+        )
     if replay is None:
-        return failed(
-            "Rank 0 did not reach the end of the program, so its first step could not be checked."
+        return run.not_reached("rank 0's first step could be replayed") or failed(
+            "Rank 0 did not report its first step."
         )
     if replay.get("status") != "ok":
         return skipped(f"The first step could not be replayed: {replay.get('reason')}.")
@@ -144,9 +154,15 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     )
     if rel > GRAD_TOLERANCE:
         if world > 1 and abs(ratio - world) < 0.05 * world:
-            why = f"{ratio:.2f}× too large: the gradients were summed over the {world} ranks, not averaged (an extra all_reduce on top of DDP?)"
+            why = (
+                f"{ratio:.2f}× too large: the gradients were summed over the {world} ranks, "
+                "not averaged (an extra all_reduce on top of DDP?)"
+            )
         elif world > 1 and abs(ratio * world - 1) < 0.05:
-            why = f"{ratio:.2f}× too small: the gradients were divided by the world size ({world}) once more"
+            why = (
+                f"{ratio:.2f}× too small: the gradients were divided by the world size "
+                f"({world}) once more"
+            )
         else:
             why = f"off by {rel:.0%} (largest difference in '{replay.get('worst_param')}')"
         return failed(f"In your run, {numbers}: {why}.", rank=0, line=line)

@@ -26,7 +26,7 @@ def _signal_name(code: int) -> str:
 
 def _first_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:300] if lines else ""
+    return lines[-1].strip()[:300].rstrip(".") if lines else ""
 
 
 @check(
@@ -64,13 +64,18 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     )
     if crashes:
         _, rank, e = crashes[0]
+        if _is_timeout(e.get("message", "")):
+            return _collective_timeout(run, crashes)
         others = sorted({r for _, r, _ in crashes[1:]} - {rank})
         msg = (
             f"Rank {rank} failed first, {run.at(e.get('line')) or 'before reaching your code'}: "
             f"{e.get('type')}: {_first_line(e.get('message', ''))}"
         )
         if others:
-            msg += f". Then {ranks_text(others)} failed too (usually a consequence: their peer was gone)"
+            msg += (
+                f". Then {ranks_text(others)} failed too "
+                "(usually a consequence: their peer was gone)"
+            )
         return failed(msg + ".", rank=rank, line=e.get("line"))
     exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.get("status") == "exit"]
     if exits:
@@ -106,6 +111,44 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     return passed(f"All {run.world_size} ranks ran your program to the end{note}.")
 
 
+def _needed_a_group(run: RunView) -> bool:
+    """Some rank failed because there was no process group."""
+    return any(
+        "process group has not been initialized" in e.get("message", "").lower()
+        or "init_process_group" in e.get("message", "")
+        for _, e in run.events("exception")
+    )
+
+
+def _is_timeout(message: str) -> bool:
+    lowered = message.lower()
+    return "timed out" in lowered or "timeout" in lowered
+
+
+def _collective_timeout(run: RunView, crashes: list[tuple[float, int, dict[str, Any]]]) -> Outcome:
+    """The process group's timeout fired: name where every rank was waiting."""
+    by_rank = {rank: e for _, rank, e in reversed(crashes)}
+    parts = []
+    for r in run.ranks:
+        e = by_rank.get(r.rank)
+        if e is not None:
+            parts.append(f"rank {r.rank} was waiting {run.at(e.get('line'))}")
+        elif r.end is not None:
+            parts.append(f"rank {r.rank} had finished")
+        else:
+            line = stack_line(r.stack, r.learner_file)
+            parts.append(f"rank {r.rank} was " + (run.at(line) if line else "elsewhere"))
+    _, rank, first = crashes[0]
+    return failed(
+        "The ranks never met in the same collective and the process group's timeout ended the "
+        "run: "
+        + "; ".join(parts)
+        + ". Every rank must call the same collectives in the same order.",
+        rank=rank,
+        line=first.get("line"),
+    )
+
+
 @check(
     "dist.init",
     title="Every rank joins the process group",
@@ -117,16 +160,21 @@ def dist_init(run: RunView, params: dict[str, Any]) -> Outcome:
     if errors:
         rank, e = errors[0]
         return failed(
-            f"Rank {rank} could not join the process group {run.at(e.get('line'))}: {e.get('error')}",
+            f"Rank {rank} could not join the process group {run.at(e.get('line'))}: "
+            f"{e.get('error')}",
             rank=rank,
             line=e.get("line"),
         )
     inits = {rank: e for rank, e in run.events("init")}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
+        early = run.not_reached("every rank joined the process group")
+        if early and not inits and not _needed_a_group(run):
+            return early
         return failed(
             f"{ranks_text(missing).capitalize()} never called init_process_group(), so "
-            "the processes never formed a group: each trained alone.",
+            "the processes never formed a group"
+            + (": each trained alone." if run.complete else "."),
             rank=missing[0],
         )
     for rank, e in inits.items():
@@ -148,7 +196,8 @@ def dist_init(run: RunView, params: dict[str, Any]) -> Outcome:
     requested = inits[0].get("requested")
     if run.device == "cuda" and "nccl" not in str(requested or backend):
         return failed(
-            f"On this GPU worker the group uses backend {requested or backend!r}; GPUs need 'nccl'.",
+            f"On this GPU worker the group uses backend {requested or backend!r}; "
+            "GPUs need 'nccl'.",
             rank=0,
             line=inits[0].get("line"),
         )
@@ -169,6 +218,8 @@ def dist_cleanup(run: RunView, params: dict[str, Any]) -> Outcome:
     destroyed = {rank for rank, e in run.events("destroy")}
     missing = sorted(inits - destroyed)
     if missing:
+        if early := run.not_reached("the ranks left the process group"):
+            return early
         return failed(
             f"{ranks_text(missing).capitalize()} ended without calling destroy_process_group().",
             rank=missing[0],
@@ -180,7 +231,8 @@ def dist_cleanup(run: RunView, params: dict[str, Any]) -> Outcome:
     "device.pinned",
     title="Each rank uses its own GPU",
     hint="Use device = torch.device('cuda', int(os.environ['LOCAL_RANK'])), call "
-    "torch.cuda.set_device(device), move the model there and pass device_ids=[device.index] to DDP.",
+    "torch.cuda.set_device(device), move the model there and pass device_ids=[device.index] "
+    "to DDP.",
 )
 def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
     if run.device != "cuda":
@@ -190,6 +242,8 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
     for r in run.ranks:
         e = inits.get(r.rank)
         if e is None:
+            if early := run.not_reached("every rank built its DDP model"):
+                return early
             return failed(f"Rank {r.rank} never built a DDP model.", rank=r.rank)
         devices = e.get("devices", [])
         want = f"cuda:{r.rank}"

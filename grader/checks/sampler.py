@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -63,6 +64,8 @@ def sampler_artifact(run: RunView) -> dict[str, Any]:
 def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
     if not any(epochs.values()):
+        if early := run.not_reached("the ranks reported the data they trained on"):
+            return early
         if not run.events("step"):
             return failed("No optimizer step was taken, so no data drove training.")
         return failed(
@@ -88,7 +91,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     what = (
                         f"all {dataset_len} samples"
                         if everything
-                        else f"{len(common)} of the same samples (indices {index_ranges(list(common))})"
+                        else f"{len(common)} of the same samples "
+                        f"(indices {index_ranges(list(common))})"
                     )
                     why = (
                         " Without a DistributedSampler every rank reads the whole dataset."
@@ -115,7 +119,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                 )
     sizes = ", ".join(f"rank {r}: {v[0]['count']}" for r, v in sorted(epochs.items()) if v)
     return passed(
-        f"In each of the {n_epochs} training epochs the ranks saw disjoint shards ({sizes} samples)."
+        f"In each of the {n_epochs} training epochs the ranks saw disjoint shards "
+        f"({sizes} samples)."
     )
 
 
@@ -137,7 +142,7 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     if max(len(v) for v in dist_its.values()) < 2:
         return skipped("Training ran for a single epoch, so there was no next shuffle to check.")
     for rank, its in sorted(dist_its.items()):
-        for prev, cur in zip(its, its[1:], strict=False):
+        for prev, cur in itertools.pairwise(its):
             if (
                 cur.get("shuffle")
                 and prev.get("sampler_id") == cur.get("sampler_id")
@@ -146,7 +151,8 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
                 n = its.index(cur) + 1
                 same = prev["indices"][:5] == cur["indices"][:5]
                 return failed(
-                    f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} in training epochs "
+                    f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} "
+                    "in training epochs "
                     f"{n - 1} and {n}, so it replayed the same order"
                     + (
                         f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"

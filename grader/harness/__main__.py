@@ -35,11 +35,14 @@ def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]
     """The traceback from the learner's first frame on, and the innermost line of their file."""
     te = traceback.TracebackException.from_exception(exc)
     frames = list(te.stack)
-    first = next((i for i, f in enumerate(frames) if f.filename == script), 0)
+    first = next((i for i, f in enumerate(frames) if f.filename == script), None)
     harness = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    kept = [f for f in frames[first:] if not f.filename.startswith(harness + os.sep)]
+    kept = [] if first is None else frames[first:]
+    kept = [f for f in kept if not f.filename.startswith(harness + os.sep)]
     te.stack = traceback.StackSummary.from_list(kept)
     line = next((f.lineno for f in reversed(frames) if f.filename == script), None)
+    if isinstance(exc, SyntaxError) and exc.filename == script:
+        line = exc.lineno
     text = "".join(te.format()).replace(script, os.path.basename(script))
     return text, line
 

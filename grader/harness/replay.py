@@ -15,6 +15,7 @@ size shows there even though the replay, using the learner's own cotangents, agr
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -178,10 +179,8 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         for r in range(world):
             path = tracer.trace_dir / replay_name(r)
             if r not in data and path.exists():
-                try:
+                with contextlib.suppress(Exception):
                     data[r] = _raw_load()(path, weights_only=False)
-                except Exception:
-                    pass
         if len(data) < world:
             time.sleep(0.2)
     missing = sorted(set(range(world)) - set(data))
@@ -226,9 +225,9 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         a = st["grads"][n]
         e = p.grad.detach().double().cpu()
         a = a.double() if a is not None else torch.zeros_like(e)
-        d = float((a - e).norm()) / max(float(e.norm()), 1e-12)
-        if d > worst:
-            worst_name, worst = n, d
+        diff = float((a - e).norm()) / max(float(e.norm()), 1e-12)
+        if diff > worst:
+            worst_name, worst = n, diff
     return {
         "status": "ok",
         "world_size": world,

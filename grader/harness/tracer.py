@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
 import json
 import os
 import sys
@@ -58,10 +60,9 @@ class Tracer:
             record = {"kind": kind, "seq": self._seq, "t": time.time(), "sync": self.sync}
             record.update(data)
             line = json.dumps(record, default=_jsonable, separators=(",", ":")) + "\n"
-            try:
+            # A full disk must not crash the learner's run from inside the harness.
+            with contextlib.suppress(OSError):
                 os.write(self._fd, line.encode("utf-8", "replace"))
-            except OSError:
-                pass  # a full disk must not crash the learner's run from inside the harness
 
     def where(self, depth: int = 2) -> int | None:
         """The line of the innermost frame of the learner's file on the current stack."""
@@ -72,12 +73,61 @@ class Tracer:
             frame = frame.f_back  # type: ignore[assignment]
         return None
 
+    def when_imported(self, module: str, fn: Callable[[Any], None]) -> None:
+        """Call fn(module) once `module` is imported: now if it already is, else right after the
+        learner's code imports it. Hooks for rarely used, costly modules (e.g.
+        torch.distributed.optim, which compiles TorchScript on import) must use this."""
+        if module in sys.modules:
+            fn(sys.modules[module])
+            return
+        _PostImport.install().pending.setdefault(module, []).append(fn)
+
     def finish(self) -> None:
         for fn in self.finalizers:
             try:
                 fn()
             except Exception as exc:  # a harness bug must never change the learner's outcome
                 self.emit("harness_error", where=getattr(fn, "__qualname__", "?"), error=repr(exc))
+
+
+class _PostImport(importlib.abc.MetaPathFinder):
+    """Runs callbacks right after a watched module finishes executing."""
+
+    _instance: _PostImport | None = None
+
+    def __init__(self) -> None:
+        self.pending: dict[str, list[Callable[[Any], None]]] = {}
+
+    @classmethod
+    def install(cls) -> _PostImport:
+        if cls._instance is None:
+            cls._instance = cls()
+            sys.meta_path.insert(0, cls._instance)
+        return cls._instance
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in self.pending:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                loader, callbacks = spec.loader, self.pending.pop(name)
+                original = loader.exec_module
+
+                def exec_module(
+                    module: Any, original: Any = original, callbacks: Any = callbacks
+                ) -> None:
+                    original(module)
+                    for fn in callbacks:
+                        # A hook must never break the learner's import.
+                        with contextlib.suppress(Exception):
+                            fn(module)
+
+                loader.exec_module = exec_module  # type: ignore[method-assign]
+                return spec
+        return None
 
 
 def _jsonable(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -129,10 +130,8 @@ def install(tracer: Tracer) -> None:
     def make_rename(original: Any) -> Any:
         def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(src, dst, *args, **kwargs)
-            try:
+            with contextlib.suppress(Exception):
                 tracer.emit("rename", src=_path(src), dst=_path(dst), line=tracer.where())
-            except Exception:
-                pass
             return out
 
         return rename

@@ -30,7 +30,7 @@ def _describe(ddp: Any) -> dict[str, Any]:
 def install(tracer: Tracer) -> None:
     models: list[Any] = []
     tracer.state["ddp_models"] = models
-    forwards = {"total": 0, "synced": 0, "first_line": None}
+    forwards: dict[str, Any] = {"total": 0, "synced": 0, "first_line": None}
 
     def make_init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

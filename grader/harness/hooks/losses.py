@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch.nn.functional as F
@@ -31,10 +32,8 @@ def install(tracer: Tracer) -> None:
         def loss(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             if tracer.steps == 0:
-                try:
+                with contextlib.suppress(Exception):
                     replay.record_loss_scale(tracer, out)
-                except Exception:
-                    pass
             return out
 
         return loss
