@@ -1,0 +1,136 @@
+"""The exercise flow in headless Chromium against a real server grading with the real grader:
+open lesson 2, type into the editor, submit, watch each rank's output arrive, read the result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.content.service import get_exercise
+from tests.e2e.conftest import LiveServer, start_live_server, stop_live_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
+
+EXERCISE = "ddp-fundamentals/train"
+LESSON_URL = "/lessons/ddp-fundamentals"
+SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
+GRADE_TIMEOUT_MS = 240_000  # a hang guard for a loaded 2-core machine, not a speed target
+_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def grading_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server whose in-process grading backend runs (off by default in RDV_ENVIRONMENT=test)."""
+    server = start_live_server(
+        tmp_path_factory.mktemp("grading-server"), {"RDV_GRADING_AUTOSTART": "1"}
+    )
+    yield server
+    stop_live_server(server)
+
+
+def signed_in_page(browser: Any, server: LiveServer, **context_options: Any) -> Any:
+    context = browser.new_context(base_url=server.url, **context_options)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto("/register")
+    page.fill("#display_name", "Ada")
+    page.fill("#email", f"e2e-submit-{next(_numbers)}-{time.time_ns()}@example.org")
+    page.fill("#password", "correct horse battery staple")
+    page.locator("form button[type=submit]").last.click()
+    page.wait_for_load_state()
+    return page
+
+
+def open_exercise(page: Any) -> Any:
+    page.goto(LESSON_URL)
+    section = page.locator(SECTION)
+    section.locator(".cm-content").wait_for()
+    return section
+
+
+def replace_code(page: Any, section: Any, code: str) -> None:
+    """Type into CodeMirror: select everything, then enter the new text."""
+    section.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(code)
+
+
+def editor_text(section: Any) -> str:
+    """The whole document (CodeMirror renders only the lines in view)."""
+    return str(section.evaluate("s => s.rdvExercise.editor.getValue()"))
+
+
+def test_submitting_a_fix_streams_rank_output_and_passes(
+    browser: Any, grading_server: LiveServer
+) -> None:
+    page = signed_in_page(browser, grading_server, viewport={"width": 1280, "height": 900})
+    section = open_exercise(page)
+    solution = get_exercise(EXERCISE).solution_path.read_text("utf-8")
+    replace_code(page, section, solution)
+    assert editor_text(section) == solution
+
+    submit = section.locator('[data-role="submit"]')
+    submit.click()
+    assert submit.is_disabled()  # no second submission while this one runs
+
+    # Each rank's lines arrive in its own pane while the program runs.
+    for rank in (0, 1):
+        pane = section.locator(f'.sub__rank[data-rank="{rank}"] pre')
+        pane.filter(has_text=f"rank {rank} epoch").wait_for(timeout=GRADE_TIMEOUT_MS)
+    summary = section.locator(".sub__summary--pass")
+    summary.wait_for(timeout=GRADE_TIMEOUT_MS)
+    statuses = section.locator(".sub__check").evaluate_all("els => els.map(e => e.dataset.status)")
+    assert statuses and set(statuses) <= {"pass", "skip"}
+    assert statuses.count("pass") >= 8
+    assert not submit.is_disabled()
+    # The sampler picture: two ranks, no overlap, a different order every epoch.
+    owners = section.locator(".sub__sampler-svg rect").evaluate_all(
+        "els => els.map(e => e.dataset.owner)"
+    )
+    assert {"0", "1"} <= set(owners) and "overlap" not in owners
+
+    # A reload keeps the learner's code (the draft) and shows the last result.
+    page.reload()
+    section = page.locator(SECTION)
+    section.locator(".sub__summary--pass").wait_for()
+    assert editor_text(section) == solution
+    page.context.close()
+
+
+def test_the_starter_fails_with_hints_and_the_sampler_picture_on_a_phone(
+    browser: Any, grading_server: LiveServer, tmp_path: Path
+) -> None:
+    screenshot_dir = tmp_path
+    page = signed_in_page(browser, grading_server, viewport={"width": 360, "height": 740})
+    section = open_exercise(page)
+    # Keyboard only: Escape then Tab leaves the editor for the Submit button.
+    section.locator(".cm-content").click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.dataset.role") == "submit"
+    page.keyboard.press("Enter")  # submit the starter as it is
+
+    section.locator(".sub__summary--fail").wait_for(timeout=GRADE_TIMEOUT_MS)
+    failed = section.locator('.sub__check[data-status="fail"]')
+    assert failed.count() >= 3
+    hints = section.locator('.sub__check[data-status="fail"] .sub__hint')
+    assert hints.count() == failed.count()
+    assert (
+        "sampler"
+        in section.locator('.sub__check[data-check="sampler.shards"]').inner_text().lower()
+    )
+    picture = section.locator(".sub__sampler-svg")
+    picture.wait_for()
+    owners = picture.locator("rect").evaluate_all("els => els.map(e => e.dataset.owner)")
+    assert "overlap" in owners  # every rank trained on the whole dataset
+    # Nothing overflows a 360 px screen.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360
+    page.screenshot(path=str(screenshot_dir / "submit-phone.png"), full_page=True)
+    page.context.close()
