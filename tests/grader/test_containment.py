@@ -174,7 +174,8 @@ def test_output_flood_is_capped_per_rank() -> None:
     assert result.ranks
     for rank in result.ranks:
         assert rank.truncated
-        assert len(rank.output.encode()) < cap + 1024
+        # The head up to the cap, a note, and the last lines (a few KiB) of ~60 MB written.
+        assert len(rank.output.encode()) < cap + 4096
     assert len(result.model_dump_json()) < 200_000
 
 
