@@ -448,3 +448,27 @@ def test_work_dirs_left_by_a_dead_grader_are_swept(tmp_path: Path) -> None:
         if workdir._is_mount(stale) and (again := users.try_acquire_slot(user.slot)):
             workdir.StagedWorkdir._clear(stale)
             again.release()
+
+
+def test_without_a_cgroup_the_wall_clock_still_kills_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader.sandbox import bwrap
+
+    monkeypatch.setattr(bwrap.JobCgroup, "create", classmethod(lambda cls, **kw: None))
+    marker = token()
+    out = run_python(
+        tmp_path,
+        f"""
+        import os, sys
+        if os.fork() == 0:
+            os.setsid()
+            os.execv(sys.executable, [sys.executable, "-c", "while True: pass", "{marker}"])
+        while True:
+            pass
+        """,
+        kill_after_s=2,
+    )
+    assert out.timed_out
+    assert any("no writable cgroup" in w for w in out.warnings)
+    assert processes_with(marker) == []
