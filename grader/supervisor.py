@@ -27,6 +27,7 @@ from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.ranklogs import OutputTailer, read_traces
 
 FRAME = "\x1eRDV:"
+READY = "\x1eRDV-READY"
 STACK_WAIT_S = 1.5
 
 
@@ -114,8 +115,16 @@ class Supervisor:
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
+        entrypoint: Any = sys.executable
+        if cfg.get("fork"):
+            from grader.harness.__main__ import forked_entry
+
+            # Warm: fork the ranks from this process, torch already imported (torchrun's
+            # semantics otherwise: environment, restarts, the group killed when a rank fails).
+            config.start_method = "fork"
+            entrypoint, args = forked_entry, ["main.py", *cfg.get("script_args", [])]
         try:
-            elastic_launch(config, sys.executable)(*args)
+            elastic_launch(config, entrypoint)(*args)
         except ChildFailedError as exc:
             self.failures = {int(r): f.exitcode for r, f in exc.failures.items()}
         except Exception as exc:  # the launcher itself failed: a platform fault unless we killed it
@@ -243,11 +252,47 @@ def _kill_everything_else() -> None:
             _signal(int(entry.name), signal.SIGKILL)
 
 
+def preload() -> None:
+    """What a warm supervisor imports before a job arrives (no torch op runs: ranks fork later)."""
+    import importlib
+    import pkgutil
+
+    import torch.distributed.launcher.api
+    import torch.distributed.optim  # compiles TorchScript on import: seconds, paid ahead
+    import torch.nn.parallel
+    import torch.utils.data  # noqa: F401
+
+    import grader.harness.hooks as hooks
+    import grader.inspect_ckpt  # noqa: F401
+
+    for info in pkgutil.iter_modules(hooks.__path__):
+        importlib.import_module(f"{hooks.__name__}.{info.name}")
+
+
+def wait_for_config(idle_seconds: float) -> Path | None:
+    """A warm supervisor waits in the job dir until the host drops the job's config there."""
+    deadline = time.monotonic() + idle_seconds
+    while time.monotonic() < deadline:
+        found = sorted(Path(".").glob(".rdv-config-*.json"))
+        if found:
+            return found[0]
+        time.sleep(0.02)
+    return None
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m grader.supervisor CONFIG.json", file=sys.stderr)
+    if len(argv) == 1 and argv[0].startswith("--wait="):
+        preload()
+        print(READY, flush=True)
+        found = wait_for_config(float(argv[0].split("=", 1)[1]))
+        if found is None:
+            return 0
+        path = found
+    elif len(argv) == 1:
+        path = Path(argv[0])
+    else:
+        print("usage: python -m grader.supervisor CONFIG.json | --wait=SECONDS", file=sys.stderr)
         return 2
-    path = Path(argv[0])
     cfg = json.loads(path.read_text())
     path.unlink()
     Supervisor(cfg).run()

@@ -47,10 +47,8 @@ def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]
     return text, line
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m grader.harness main.py [args...]", file=sys.stderr)
-        return 2
+def run_learner(argv: list[str]) -> int:
+    """Install the hooks, run the learner's file, write the end record; the exit code."""
     trace_dir = Path(os.environ.pop(TRACE_DIR_ENV, "."))
     settings = json.loads(os.environ.pop(SETTINGS_ENV, "{}"))
     os.dup2(1, 2)  # one stream per rank, in the order it was written
@@ -102,12 +100,33 @@ def main(argv: list[str]) -> int:
         status, code = "exception", 1
     tracer.finish()
     tracer.emit("end", status=status, exit_code=code, line=line)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m grader.harness main.py [args...]", file=sys.stderr)
+        return 2
+    code = run_learner(argv)
     try:
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def forked_entry(*argv: str) -> None:
+    """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
+
+    The forked child ends through multiprocessing's own os._exit, so torch's C++ teardown never
+    runs there either; atexit handlers inherited from the supervisor are not run.
+    """
+    code = run_learner(list(argv))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code:
+        raise SystemExit(code)
 
 
 if __name__ == "__main__":

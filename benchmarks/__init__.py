@@ -1,0 +1,1 @@
+"""Latency and throughput harnesses printing ratios against a baseline (`python -m benchmarks`)."""

@@ -1,0 +1,91 @@
+"""Grading latency: the lesson-2 solution graded in the sandbox vs a bare `torchrun` of it.
+
+Both are measured in the same run, alternating, so machine load hits both alike; the ratio of the
+medians is the figure (grading does more: a sandbox, a harness in every rank, a first-step replay,
+checkpoint inspection, the checks).
+
+    python -m benchmarks grading_latency [--repeat=3] [--sandbox=bwrap]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grader.api import grade
+from grader.contract import Job
+from grader.exercises import load_spec
+from grader.launcher import FORK_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "lessons" / "02-ddp-fundamentals" / "exercises" / "train" / "solution.py"
+EXERCISE = "ddp-fundamentals/train"
+
+
+def bare_torchrun(code: str, world_size: int) -> float:
+    """Seconds for `torchrun --standalone --nproc-per-node N main.py` in a fresh dir."""
+    with tempfile.TemporaryDirectory(prefix="rdv-bench-") as tmp:
+        (Path(tmp) / "main.py").write_text(code)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={world_size}",
+            "main.py",
+        ]
+        start = time.monotonic()
+        done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=600)
+        elapsed = time.monotonic() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"bare torchrun failed: {done.stderr.decode()[-2000:]}")
+        return elapsed
+
+
+def graded(code: str, sandbox: str | None, fork: bool) -> tuple[float, str, dict[str, int]]:
+    os.environ[FORK_ENV] = "1" if fork else "0"
+    job = Job(exercise=EXERCISE, code=code, spec=load_spec(EXERCISE), submission_id="bench")
+    start = time.monotonic()
+    result = grade(job, sandbox=sandbox)
+    elapsed = time.monotonic() - start
+    if result.status != "pass":
+        raise RuntimeError(f"the solution did not pass: {result.summary} {result.error or ''}")
+    return elapsed, result.launch.sandbox if result.launch else "?", result.timings_ms.model_dump()
+
+
+def main(argv: list[str]) -> int:
+    opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
+    repeat = int(opts.get("repeat", "3"))
+    sandbox = opts.get("sandbox")
+    code = SOLUTION.read_text()
+    world_size = load_spec(EXERCISE).launch.world_sizes[0]
+    bare: list[float] = []
+    spawned: list[float] = []
+    forked: list[float] = []
+    for i in range(repeat):
+        bare.append(bare_torchrun(code, world_size))
+        seconds, used, timings = graded(code, sandbox, fork=False)
+        spawned.append(seconds)
+        forked.append(graded(code, sandbox, fork=True)[0])
+        print(
+            f"  run {i + 1}: bare torchrun {bare[-1]:.2f} s | graded ({used}) {seconds:.2f} s "
+            f"[launch {timings['run'] / 1000:.2f} s, checks {timings['checks']} ms] | "
+            f"graded, ranks forked from the supervisor {forked[-1]:.2f} s",
+            flush=True,
+        )
+    b = statistics.median(bare)
+    s, f = statistics.median(spawned), statistics.median(forked)
+    print(
+        f"grading latency, lesson-2 solution, {world_size} ranks, n={repeat}, "
+        f"load average {os.getloadavg()[0]:.1f}:\n"
+        f"  bare torchrun          {b:6.2f} s  1.00x\n"
+        f"  graded (ranks spawned) {s:6.2f} s  {s / b:.2f}x\n"
+        f"  graded (ranks forked)  {f:6.2f} s  {f / b:.2f}x"
+    )
+    return 0
