@@ -153,7 +153,24 @@ def complete(
         kind="done",
         data={"status": status, "result": payload},
     )
+    if result.status != "error":  # a platform error is never counted as an attempt
+        record_attempt(session, submission, result)
     return True
+
+
+def record_attempt(session: Session, submission: Submission, result: Result) -> None:
+    """The learner's progress counts the graded attempt and keeps the best result."""
+    from app.learning import service as learning
+
+    judged = [check for check in result.checks if check.status != "skip"]
+    learning.record_exercise_result(
+        session,
+        submission.user_id,
+        submission.exercise,
+        result.status,
+        passed_checks=sum(check.status == "pass" for check in judged),
+        total_checks=len(judged),
+    )
 
 
 def fail_for_platform(

@@ -101,3 +101,13 @@ def test_a_queued_submission_streams_its_position(
             if line.startswith("data:"):
                 assert json.loads(line[5:]) == {"position": 1, "attempt": 0}
                 break
+
+
+def test_a_graded_attempt_reaches_the_learners_progress(
+    client: TestClient, auth: dict[str, str], session: Session, learner: User
+) -> None:
+    graded_submission(session, learner)
+    progress = client.get("/api/v1/progress", headers=auth)
+    assert progress.status_code == 200, progress.text
+    lesson = progress.json()["lessons"]["ddp-fundamentals"]
+    assert "ddp-fundamentals/train" in str(lesson["exercises"])
