@@ -36,6 +36,7 @@ from grader.sandbox.base import (
 from grader.sandbox.cgroups import JobCgroup
 from grader.sandbox.limits import rlimits_for
 from grader.sandbox.process import kill_process_group, run_supervised, wrapper_argv
+from grader.sandbox.seccomp import filter_program
 from grader.sandbox.users import SandboxUser, acquire_user, passwd_lines
 from grader.sandbox.workdir import StagedWorkdir
 
@@ -53,6 +54,7 @@ ETC_FILES = (
     "/etc/alternatives",
 )
 NVIDIA_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+SECCOMP_KEY = "<seccomp>"
 DEFAULT_ENV = {"HOME": HOME, "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
 
@@ -97,6 +99,8 @@ class BwrapPlan:
     as_pid_1: bool = True
     # bwrap writes JSON here: {"child-pid": ...}, then {"exit-code": ...} once the command ran.
     status_fd: int | None = None
+    # A BPF program (grader.sandbox.seccomp) bwrap applies before starting the command.
+    seccomp_fd: int | None = None
 
 
 def bwrap_argv(plan: BwrapPlan) -> list[str]:
@@ -104,6 +108,8 @@ def bwrap_argv(plan: BwrapPlan) -> list[str]:
     a += ["--die-with-parent", "--new-session", "--hostname", HOSTNAME, "--clearenv"]
     if plan.status_fd is not None:
         a += ["--json-status-fd", str(plan.status_fd)]
+    if plan.seccomp_fd is not None:
+        a += ["--seccomp", str(plan.seccomp_fd)]
     if plan.as_pid_1:
         a += ["--as-pid-1"]
     for key, value in sorted(plan.env.items()):
@@ -141,13 +147,13 @@ def mount_stubs(ro_paths: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _data_fds(files: dict[str, str]) -> Iterator[dict[str, int]]:
+def _data_fds(files: dict[str, bytes]) -> Iterator[dict[str, int]]:
     fds: dict[str, int] = {}
     try:
         for path, content in files.items():
-            fd = os.memfd_create("rdv-etc", os.MFD_CLOEXEC)  # Popen(pass_fds) hands it on
+            fd = os.memfd_create("rdv-data", os.MFD_CLOEXEC)  # Popen(pass_fds) hands it on
             fds[path] = fd
-            os.write(fd, content.encode())
+            os.write(fd, content)
             os.lseek(fd, 0, os.SEEK_SET)
         yield fds
     finally:
@@ -205,17 +211,25 @@ class BwrapSandbox:
         try:
             with StagedWorkdir(req.workdir, user, limits.disk_mb, mount_stubs(ro_paths)) as stage:
                 warnings += stage.warnings
-                with _data_fds(etc_files(user)) as fds:
+                data = {path: text.encode() for path, text in etc_files(user).items()}
+                program = filter_program()
+                if program is None:
+                    warnings.append("no seccomp filter on this architecture")
+                else:
+                    data[SECCOMP_KEY] = program
+                with _data_fds(data) as fds:
+                    seccomp_fd = fds.get(SECCOMP_KEY)
                     plan = BwrapPlan(
                         workdir_host=str(stage.path),
                         env={**DEFAULT_ENV, **req.env},
                         argv=list(req.argv),
                         ro_paths=ro_paths,
-                        data_fds=fds,
+                        data_fds={k: fd for k, fd in fds.items() if k != SECCOMP_KEY},
                         tmpfs_bytes=limits.disk_mb * MIB,
                         gpus=list(req.gpus),
                         bwrap=self.bwrap,
                         status_fd=status_w,
+                        seccomp_fd=seccomp_fd,
                     )
                     spec = {
                         "argv": bwrap_argv(plan),

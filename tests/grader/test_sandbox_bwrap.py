@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import shutil
 import socket
 import sys
@@ -472,3 +473,27 @@ def test_without_a_cgroup_the_wall_clock_still_kills_everything(
     assert out.timed_out
     assert any("no writable cgroup" in w for w in out.warnings)
     assert processes_with(marker) == []
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter is x86_64 only")
+def test_seccomp_denies_reaching_into_other_processes(tmp_path: Path) -> None:
+    out = run_python(
+        tmp_path,
+        """
+        import ctypes, json
+        libc = ctypes.CDLL(None, use_errno=True)
+        res = {}
+        for name, nr in [("ptrace", 101), ("process_vm_readv", 310), ("bpf", 321),
+                         ("userfaultfd", 323), ("x32 getpid", 0x40000000 + 39)]:
+            ctypes.set_errno(0)
+            res[name] = [libc.syscall(nr, 0, 0, 0, 0, 0, 0), ctypes.get_errno()]
+        ctypes.set_errno(0)
+        res["getpid"] = [libc.syscall(39), ctypes.get_errno()]
+        print(json.dumps(res))
+        """,
+    )
+    res = last_json(out.output)
+    eperm = 1
+    for name in ("ptrace", "process_vm_readv", "bpf", "userfaultfd", "x32 getpid"):
+        assert res[name] == [-1, eperm], name
+    assert res["getpid"] == [1, 0]  # pid 1 of its namespace; ordinary calls pass
