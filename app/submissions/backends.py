@@ -215,6 +215,7 @@ def make_backend(session_factory: SessionFactory | None = None) -> GradingBacken
             factory,
             conninfo=extra.queue_conninfo(settings.database_url),
             max_attempts=extra.max_attempts,
+            results_worker=extra.results_worker,
         )
     return LocalBackend(
         factory,

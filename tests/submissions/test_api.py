@@ -124,7 +124,9 @@ def test_error_messages_follow_the_locale(client: TestClient, auth: dict[str, st
     )
     assert refused.status_code == 404
     assert refused.json()["code"] == "exercise_not_found"
-    assert refused.json()["message"]
+    english = submit(client, auth, exercise="no-such/exercise").json()["message"]
+    turkish = refused.json()["message"]
+    assert "no-such/exercise" in turkish and turkish != english
 
 
 def test_cookie_session_without_csrf_token_cannot_submit(client: TestClient) -> None:
