@@ -184,9 +184,13 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
 
 
 def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] | None:
+    """A rank whose only standard loss per micro-step was scaled by 1/world (or 1/(k*world))."""
     micro = replay.get("micro_steps", {})
-    for rank_s, scales in sorted(replay.get("loss_scales", {}).items()):
-        if not scales:
+    for rank_s, per_micro in sorted(replay.get("loss_scales", {}).items()):
+        # Judge only micro-steps with exactly one loss call: weighted sums of several losses
+        # (0.5 * a + 0.5 * b) are the learner's business.
+        scales = [m[0] for m in per_micro if isinstance(m, list) and len(m) == 1]
+        if not scales or len(scales) != len(per_micro):
             continue
         k = max(1, int(micro.get(rank_s, 1)))
         legit = (1.0, 1.0 / k)

@@ -85,6 +85,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         ranks = sorted(sets)
         for a_i, a in enumerate(ranks):
             for b in ranks[a_i + 1 :]:
+                if its[a].get("dataset") != its[b].get("dataset"):
+                    continue  # each rank loaded its own data: equal indices mean other samples
                 common = sets[a] & sets[b]
                 if len(common) > pad:
                     everything = dataset_len is not None and len(common) >= dataset_len
@@ -104,7 +106,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                         rank=b,
                         line=its[b].get("line"),
                     )
-        if dataset_len:
+        same_data = len({it.get("dataset") for it in its.values()}) == 1
+        if dataset_len and same_data:
             union = set().union(*sets.values())
             batch = int(its[0].get("batch_size") or 1)
             allowed = run.world_size * batch + run.world_size
@@ -142,26 +145,28 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     if max(len(v) for v in dist_its.values()) < 2:
         return skipped("Training ran for a single epoch, so there was no next shuffle to check.")
     for rank, its in sorted(dist_its.items()):
-        for prev, cur in itertools.pairwise(its):
-            if (
-                cur.get("shuffle")
-                and prev.get("sampler_id") == cur.get("sampler_id")
-                and prev.get("epoch") == cur.get("epoch")
-            ):
-                n = its.index(cur) + 1
-                same = prev["indices"][:5] == cur["indices"][:5]
-                return failed(
-                    f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} "
-                    "in training epochs "
-                    f"{n - 1} and {n}, so it replayed the same order"
-                    + (
-                        f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"
-                        if same
-                        else ""
-                    )
-                    + ".",
-                    rank=rank,
-                    line=cur.get("line"),
-                )
+        by_sampler: dict[Any, list[dict[str, Any]]] = {}
+        for it in its:
+            by_sampler.setdefault(it.get("sampler_id"), []).append(it)
+        for same_sampler in by_sampler.values():
+            repeat = _repeated_epoch(same_sampler)
+            if repeat is None:
+                continue
+            n, cur, same = repeat
+            start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)" if same else ""
+            return failed(
+                f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} in training "
+                f"epochs {n - 1} and {n}, so it replayed the same order{start}.",
+                rank=rank,
+                line=cur.get("line"),
+            )
     n = max(len(v) for v in dist_its.values())
     return passed(f"The sampler started each of the {n} training epochs with a new epoch number.")
+
+
+def _repeated_epoch(its: list[dict[str, Any]]) -> tuple[int, dict[str, Any], bool] | None:
+    """(1-based epoch, iteration, same order) of the first pass that reused the epoch before it."""
+    for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
+        if cur.get("shuffle") and prev.get("epoch") == cur.get("epoch"):
+            return n, cur, prev["indices"][:5] == cur["indices"][:5]
+    return None

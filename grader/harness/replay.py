@@ -238,9 +238,7 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "worst_param": worst_name,
         "micro_steps": {str(r): len(d["micro"]) for r, d in data.items()},
         "synced_micro_steps": {str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
-        "loss_scales": {
-            str(r): [s for m in d["micro"] for s in m["scales"]] for r, d in data.items()
-        },
+        "loss_scales": {str(r): [list(m["scales"]) for m in d["micro"]] for r, d in data.items()},
         "clipped": bool(st["clip"]),
     }
 

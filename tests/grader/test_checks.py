@@ -152,7 +152,7 @@ def _replay(**kw: Any) -> dict[str, Any]:
         "norm_expected": 1.0,
         "norm_actual": 1.0,
         "micro_steps": {"0": 1, "1": 1},
-        "loss_scales": {"0": [1.0], "1": [1.0]},
+        "loss_scales": {"0": [[1.0]], "1": [[1.0]]},
     }
     return ev("replay", **{**base, **kw})
 
@@ -168,12 +168,13 @@ def test_grad_average_catches_summed_gradients_and_scaled_loss() -> None:
         "ddp.grad_average", _grad_run(_replay(rel_error=1.0, ratio=2.0, norm_actual=2.0))
     )
     assert summed.status == "fail" and "summed" in summed.message and summed.line == 40
-    scaled = judge("ddp.grad_average", _grad_run(_replay(loss_scales={"0": [0.5], "1": [0.5]})))
+    scaled = judge("ddp.grad_average", _grad_run(_replay(loss_scales={"0": [[0.5]], "1": [[0.5]]})))
     assert scaled.status == "fail" and "1/2" in scaled.message
-    accumulation = _replay(
-        micro_steps={"0": 4, "1": 4}, loss_scales={"0": [0.25] * 4, "1": [0.25] * 4}
-    )
+    quarter = [[0.25]] * 4
+    accumulation = _replay(micro_steps={"0": 4, "1": 4}, loss_scales={"0": quarter, "1": quarter})
     assert judge("ddp.grad_average", _grad_run(accumulation)).status == "pass"
+    two_losses = _replay(loss_scales={"0": [[0.5, 0.5]], "1": [[0.5, 0.5]]})
+    assert judge("ddp.grad_average", _grad_run(two_losses)).status == "pass"
 
 
 def test_gpu_pinning_is_skipped_on_cpu() -> None:

@@ -7,10 +7,13 @@ iterations with steps drove training; a probe (`next(iter(loader))`) or a valida
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import threading
 from typing import Any
 
-from torch.utils.data import DistributedSampler
+import torch
+from torch.utils.data import DistributedSampler, Subset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from grader.harness.tracer import Tracer, wrap
@@ -41,6 +44,48 @@ def _sampler_info(sampler: Any) -> dict[str, Any]:
     else:
         info["distributed"] = False
     return info
+
+
+def _root_dataset(dataset: Any) -> tuple[Any, Any]:
+    """(the dataset under any Subsets, a function mapping loader indices to its indices)."""
+    maps = []
+    while isinstance(dataset, Subset):
+        maps.append(dataset.indices)
+        dataset = dataset.dataset
+    if not maps:
+        return dataset, None
+
+    def mapping(i: int) -> int:
+        for indices in maps:
+            i = int(indices[i])
+        return i
+
+    return dataset, mapping
+
+
+def _mapped(indices: Any, mapping: Any) -> Any:
+    if mapping is None:
+        return indices
+    try:
+        if isinstance(indices, int):
+            return mapping(indices)
+        return [mapping(int(i)) for i in indices]
+    except Exception:
+        return indices
+
+
+def _fingerprint(dataset: Any) -> str:
+    """Which data the indices point into: equal on every rank when the ranks load the same data."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(type(dataset).__name__.encode())
+    with contextlib.suppress(Exception):
+        h.update(str(len(dataset)).encode())
+    for t in getattr(dataset, "tensors", ())[:4]:
+        if isinstance(t, torch.Tensor):
+            flat = t.detach().reshape(-1)[:4096].to("cpu").contiguous()
+            h.update(str(tuple(t.shape)).encode())
+            h.update(flat.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def install(tracer: Tracer) -> None:
@@ -85,16 +130,22 @@ def install(tracer: Tracer) -> None:
             known = by_loader_iter.get(id(self))
             if known is None or known[0] is not sampler_iter:
                 info = _sampler_info(self._index_sampler)
+                root, mapping = _root_dataset(self._dataset)
                 try:
-                    info["dataset_len"] = len(self._dataset)
+                    info["dataset_len"] = len(root)
                 except Exception:
                     info["dataset_len"] = None
+                try:
+                    info["dataset"] = _fingerprint(root)
+                except Exception:
+                    info["dataset"] = None
                 info["batch_size"] = getattr(self._index_sampler, "batch_size", None)
                 record = new_iteration(info, tracer.where())
+                record["_map"] = mapping
                 by_loader_iter[id(self)] = (sampler_iter, record)
             else:
                 record = known[1]
-            add(record, indices)
+            add(record, _mapped(indices, record.get("_map")))
             return indices
 
         return _next_index
@@ -130,6 +181,7 @@ def install(tracer: Tracer) -> None:
 
     def finish() -> None:
         for record in iterations:
+            record.pop("_map", None)
             tracer.emit("iteration", **record)
 
     tracer.finalizers.append(finish)
