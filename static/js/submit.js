@@ -29,6 +29,15 @@
     return node;
   }
 
+  // Messages and hints mark code with backticks: show those parts as <code>, the rest as text.
+  function withCode(text) {
+    const fragment = document.createDocumentFragment();
+    String(text).split("`").forEach((part, index) => {
+      if (part) fragment.append(index % 2 ? el("code", { text: part }) : document.createTextNode(part));
+    });
+    return fragment;
+  }
+
   function newKey() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     return Date.now().toString(36) + Math.random().toString(36).slice(2);
@@ -302,9 +311,9 @@
         el("span", { className: "sub__badge", text: this.t[check.status] || check.status }),
         el("strong", { className: "sub__check-title", text: check.title || check.id }),
         where ? el("span", { className: "sub__where", text: " (" + where + ")" }) : null,
-        check.message ? el("p", { className: "sub__message", text: check.message }) : null,
+        check.message ? el("p", { className: "sub__message" }, withCode(check.message)) : null,
         check.hint && check.status === "fail"
-          ? el("p", { className: "sub__hint" }, el("strong", { text: this.t.hint + " " }), check.hint)
+          ? el("p", { className: "sub__hint" }, el("strong", { text: this.t.hint + " " }), withCode(check.hint))
           : null,
       );
       if (existing) existing.replaceWith(item);
@@ -378,11 +387,14 @@
       }
     }
     const ranks = [...rankIds].sort((a, b) => a - b);
-    const cell = 4, rowGap = 3, labelWidth = 0;
+    const cell = 4;
     const width = Math.max(1, size) * cell;
-    const height = epochs.length * (cell * 4 + rowGap);
+    // Rows tall enough to read on a phone, whatever the dataset size.
+    const rowHeight = Math.max(cell * 4, Math.round(width / 14));
+    const rowGap = Math.round(rowHeight / 5);
+    const height = epochs.length * (rowHeight + rowGap);
     const svg = document.createElementNS(SVG_NS, "svg");
-    svg.setAttribute("viewBox", `0 0 ${width + labelWidth} ${height}`);
+    svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
     svg.setAttribute("preserveAspectRatio", "none");
     svg.setAttribute("role", "img");
     svg.setAttribute("class", "sub__sampler-svg");
@@ -402,7 +414,7 @@
           else if (owner[index] !== Number(rank)) { if (owner[index] !== -2) overlap += 1; owner[index] = -2; }
         }
       }
-      const y = row * (cell * 4 + rowGap);
+      const y = row * (rowHeight + rowGap);
       const group = document.createElementNS(SVG_NS, "g");
       group.setAttribute("data-epoch", String(epoch.epoch ?? row));
       let start = 0;
@@ -412,7 +424,7 @@
         rect.setAttribute("x", String(start * cell));
         rect.setAttribute("y", String(y));
         rect.setAttribute("width", String((index - start) * cell));
-        rect.setAttribute("height", String(cell * 4));
+        rect.setAttribute("height", String(rowHeight));
         const who = owner[start];
         rect.setAttribute("fill", who === -2 ? OVERLAP_COLOUR : who === -1 ? UNSEEN_COLOUR : RANK_COLOURS[who % RANK_COLOURS.length]);
         rect.setAttribute("data-owner", who === -2 ? "overlap" : who === -1 ? "unseen" : String(who));
