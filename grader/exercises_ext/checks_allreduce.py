@@ -49,9 +49,10 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     missing = [r.rank for r in run.ranks if r.rank not in records]
     if missing:
         return failed(
-            f"{ranks_text(missing).capitalize()} never reached an optimizer step after computing a "
-            "loss with a standard loss function (nn.MSELoss, F.cross_entropy, ...), so the "
-            "averaged gradient could not be observed.",
+            f"The gradient {ranks_text(missing)} trained with could not be observed: the grader "
+            "reads it after a loss from a standard loss function (nn.MSELoss, F.cross_entropy, "
+            "...) at the next optimizer.step(), model.zero_grad() or update by hand, and "
+            f"{ranks_text(missing)} never got there.",
             rank=missing[0],
         )
     world = len(run.ranks)
@@ -140,7 +141,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
 def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
     per_rank = {r.rank: steps(r.events) for r in run.ranks}
     if not per_rank.get(0):
-        return failed("Rank 0 took no optimizer step, so there was nothing to compare.", rank=0)
+        return _in_sync_by_loss(run)
     counts = {r: len(s) for r, s in per_rank.items()}
     ref = per_rank[0]
     for rank, mine in sorted(per_rank.items()):
@@ -168,6 +169,31 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
     return passed(
         f"After each of the {counts[0]} optimizer steps, all {len(run.ranks)} ranks held "
         "bitwise identical weights."
+    )
+
+
+def _in_sync_by_loss(run: RunView) -> Outcome:
+    """Without optimizer steps (updates by hand): compare the weights seen at every loss."""
+    seqs = {r.rank: r.of("x_params") for r in run.ranks}
+    if not seqs.get(0):
+        return failed(
+            "Rank 0 neither took an optimizer step nor computed a training loss with a standard "
+            "loss function, so there was nothing to compare.",
+            rank=0,
+        )
+    for rank, mine in sorted(seqs.items()):
+        for i, (a, b) in enumerate(zip(seqs[0], mine, strict=False)):
+            if a.get("digest") != b.get("digest"):
+                when = "at the first loss" if i == 0 else f"after update {i}"
+                return failed(
+                    f"{when.capitalize()}, rank {rank}'s weights differ from rank 0's (sum "
+                    f"{b.get('sum', 0):.6g} vs {a.get('sum', 0):.6g}).",
+                    rank=rank,
+                )
+    n = len(seqs[0])
+    return passed(
+        f"At each of the {n} training losses, all {len(run.ranks)} ranks held bitwise identical "
+        "weights (updates made without an optimizer step)."
     )
 
 

@@ -60,10 +60,11 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
         elsewhere = []
         for r in absent:
             rv = next(x for x in run.ranks if x.rank == r)
-            if rv.end is not None and not run.timed_out:
-                elsewhere.append(f"rank {r} had gone on and finished")
+            at = where(run, last_line(rv))
+            if (rv.end or {}).get("status") == "ok":
+                elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
             else:
-                elsewhere.append(f"rank {r} was {where(run, last_line(rv))}")
+                elsewhere.append(f"rank {r} went on without it to {at}")
         outcome = (
             "so it hung there until the run was stopped"
             if run.timed_out

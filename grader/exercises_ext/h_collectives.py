@@ -14,6 +14,7 @@ which equals the full-batch gradient for a mean loss over equal shards) without 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from grader.exercises_ext.wrapping import stack_wrap
 
 MAX_COLL_EVENTS = 4000
+MAX_PARAM_EVENTS = 2000
 PROJECTIONS = 4
 MAX_LEAVES = 64
 MAX_GRAPH_NODES = 20_000
@@ -126,7 +128,14 @@ def install(tracer: Any) -> None:
     counter = {"n": 0}
     checks = tracer.settings.get("checks")
     want_grads = checks is None or "allreduce.grad_average" in checks
-    grads: dict[str, Any] = {"leaves": None, "local": None, "n_losses": 0, "done": False}
+    grads: dict[str, Any] = {
+        "leaves": None,
+        "local": None,
+        "n_losses": 0,
+        "done": False,
+        "updated": False,
+        "first_digest": None,
+    }
     tracer.state["x_grads"] = grads
 
     def make_collective(name: str) -> Any:
@@ -156,19 +165,24 @@ def install(tracer: Any) -> None:
     if not want_grads:
         return
 
-    def on_loss(out: Any) -> None:
-        if grads["done"] or tracer.steps or tracer.state.get("ddp_models"):
-            return
-        if not isinstance(out, torch.Tensor) or out.dim() != 0 or out.grad_fn is None:
-            return
-        if not torch.is_grad_enabled():
-            return
-        leaves = grads["leaves"]
-        if leaves is None:
+    def training_loss(out: Any) -> bool:
+        return (
+            isinstance(out, torch.Tensor)
+            and out.dim() == 0
+            and out.grad_fn is not None
+            and torch.is_grad_enabled()
+            and not tracer.state.get("ddp_models")
+        )
+
+    def ensure_leaves(out: torch.Tensor) -> list[torch.Tensor] | None:
+        if grads["leaves"] is None:
             leaves = [t for t in _leaves(out) if t.requires_grad][:MAX_LEAVES]
-            if not leaves:
-                return
-            grads["leaves"] = leaves
+            grads["leaves"] = leaves or None
+        return grads["leaves"]
+
+    def on_loss(out: torch.Tensor, leaves: list[torch.Tensor]) -> None:
+        if grads["done"] or grads["updated"] or tracer.steps:
+            return
         got = torch.autograd.grad(out, leaves, retain_graph=True, allow_unused=True)
         local = sketch(list(got))
         if grads["local"] is None:
@@ -180,11 +194,40 @@ def install(tracer: Any) -> None:
             ]
         grads["n_losses"] += 1
 
+    seen = {"params": 0}
+
+    def track_params(leaves: list[torch.Tensor]) -> None:
+        """Before each training loss: a digest of the weights (= after the previous update).
+
+        It sees updates however they are made (optimizer.step, or by hand: p -= lr * p.grad);
+        an update by hand before any optimizer step is where the averaged gradient is read.
+        """
+        h = hashlib.blake2b(digest_size=12)
+        total = 0.0
+        with torch.no_grad():
+            for t in leaves:
+                data = t.detach().to("cpu").contiguous()
+                h.update(data.view(torch.uint8).numpy().tobytes())
+                total += float(data.double().sum())
+        digest = h.hexdigest()
+        if grads["first_digest"] is None:
+            grads["first_digest"] = digest
+        elif not tracer.steps and not grads["updated"] and digest != grads["first_digest"]:
+            grads["updated"] = True
+            emit_used(None, "the next loss")
+        if seen["params"] < MAX_PARAM_EVENTS:
+            seen["params"] += 1
+            tracer.emit("x_params", i=seen["params"], digest=digest, sum=total)
+
     def make_loss(original: Any) -> Any:
         def loss(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             try:
-                on_loss(out)
+                if training_loss(out):
+                    leaves = ensure_leaves(out)
+                    if leaves:
+                        track_params(leaves)
+                        on_loss(out, leaves)
             except Exception as exc:
                 grads["done"] = True
                 tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
@@ -195,13 +238,17 @@ def install(tracer: Any) -> None:
     for name in LOSSES:
         stack_wrap(F, name, make_loss)
 
-    def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def emit_used(optimizer: Any, how: str) -> None:
+        """The gradient the update used, read at the first step (or zero_grad) after the loss."""
         if grads["done"] or grads["local"] is None:
+            return
+        leaves = grads["leaves"]
+        if how != "step" and all(t.grad is None or not bool(t.grad.any()) for t in leaves):
             return
         grads["done"] = True
         try:
-            leaves = grads["leaves"]
-            in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
+            groups = optimizer.param_groups if optimizer is not None else [{"params": leaves}]
+            in_opt = {id(p) for g in groups for p in g["params"]}
             names = _names(tracer, leaves)
             tracer.emit(
                 "x_grads",
@@ -212,11 +259,25 @@ def install(tracer: Any) -> None:
                 local=grads["local"],
                 used=sketch([t.grad for t in leaves]),
                 n_losses=grads["n_losses"],
+                read_at=how,
             )
         except Exception as exc:
             tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
 
+    def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+        emit_used(optimizer, "step")
+
     register_optimizer_step_pre_hook(pre_step)
+
+    def make_zero_grad(original: Any) -> Any:
+        def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not grads["done"] and grads["local"] is not None:
+                emit_used(None, "zero_grad")
+            return original(self, *args, **kwargs)
+
+        return zero_grad
+
+    stack_wrap(torch.nn.Module, "zero_grad", make_zero_grad)
 
 
 def _names(tracer: Any, leaves: list[torch.Tensor]) -> list[str]:
