@@ -64,7 +64,7 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             if (rv.end or {}).get("status") == "ok":
                 elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
             else:
-                elsewhere.append(f"rank {r} went on without it to {at}")
+                elsewhere.append(f"rank {r} went on without it and was last seen {at}")
         outcome = (
             "so it hung there until the run was stopped"
             if run.timed_out

@@ -64,6 +64,7 @@ def launch_nodes(
             subprocess.Popen(
                 [sys.executable, "-m", "grader.exercises_ext.multinode", str(path)],
                 stdin=subprocess.DEVNULL,
+                env=node_env(node, nproc_per_node),
             )
         )
     for child in children:
@@ -81,6 +82,18 @@ def launch_nodes(
     # An agent whose peer failed first reports its own error; only all-error is a platform fault.
     error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
     return failures, error
+
+
+def node_env(node: int, nproc_per_node: int) -> dict[str, str]:
+    """This node's environment: on GPU workers, its own slice of the job's GPUs (every node
+    numbers its GPUs from 0, as separate machines do, so LOCAL_RANK picks the right one)."""
+    env = dict(os.environ)
+    gpus = [g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    if len(gpus) >= (node + 1) * nproc_per_node:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            gpus[node * nproc_per_node : (node + 1) * nproc_per_node]
+        )
+    return env
 
 
 def _logs_specs(log_dir: str) -> Any:
