@@ -190,6 +190,9 @@ class ProcrastinateBackend:
                     concurrency=4,
                     install_signal_handlers=False,
                     delete_jobs="successful",
+                    # A job held back by its submission's lock gets no notification when the
+                    # lock frees: poll often so live lines are not late by seconds.
+                    fetch_job_polling_interval=0.2,
                     update_heartbeat_interval=self._heartbeat_seconds,
                     stalled_worker_timeout=self._heartbeat_seconds * 3,
                 )
