@@ -497,3 +497,23 @@ def test_seccomp_denies_reaching_into_other_processes(tmp_path: Path) -> None:
     for name in ("ptrace", "process_vm_readv", "bpf", "userfaultfd", "x32 getpid"):
         assert res[name] == [-1, eperm], name
     assert res["getpid"] == [1, 0]  # pid 1 of its namespace; ordinary calls pass
+
+
+def test_no_new_user_namespaces_or_privileges_inside(tmp_path: Path) -> None:
+    out = run_python(
+        tmp_path,
+        """
+        import ctypes, json
+        libc = ctypes.CDLL(None, use_errno=True)
+        res = {"unshare_user": libc.unshare(0x10000000)}  # CLONE_NEWUSER
+        res["caps"] = [line.split()[1] for line in open("/proc/self/status")
+                       if line.startswith(("CapEff", "CapPrm", "CapAmb"))]
+        res["no_new_privs"] = [line.split()[1] for line in open("/proc/self/status")
+                               if line.startswith("NoNewPrivs")]
+        print(json.dumps(res))
+        """,
+    )
+    res = last_json(out.output)
+    assert res["unshare_user"] == -1
+    assert set(res["caps"]) == {"0000000000000000"}
+    assert res["no_new_privs"] == ["1"]
