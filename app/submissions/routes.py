@@ -8,13 +8,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.auth.deps import CurrentLearner
-from app.auth.errors import ErrorBody
+from app.auth.errors import ErrorBody, ValidationErrorBody
 from app.db import SessionDep, unit_of_work
 from app.i18n import LocaleDep, resolve_locale, translate
 from app.submissions import service, sse
@@ -23,6 +23,7 @@ from app.submissions.config import get_submission_settings
 from app.submissions.errors import DraftNotFound, SubmissionError
 from app.submissions.models import Submission
 from app.submissions.schemas import (
+    EXERCISE_ID_PATTERN,
     DraftPublic,
     DraftUpdate,
     SubmissionAccepted,
@@ -43,6 +44,7 @@ def get_session_factory() -> SessionFactory:
 
 
 SessionFactoryDep = Annotated[SessionFactory, Depends(get_session_factory)]
+ExerciseId = Annotated[str, Path(pattern=EXERCISE_ID_PATTERN, examples=["ddp-fundamentals/train"])]
 IdempotencyKey = Annotated[
     str | None,
     Header(
@@ -54,7 +56,12 @@ IdempotencyKey = Annotated[
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
-    return {status: {"model": ErrorBody} for status in statuses}
+    """Documented error answers: `{code, message}`; 422 adds `details` per field."""
+    documented: dict[int | str, dict[str, object]] = {
+        status: {"model": ErrorBody} for status in statuses
+    }
+    documented[422] = {"model": ValidationErrorBody}
+    return documented
 
 
 def _wake_after_commit(request: Request, session: Session) -> None:
@@ -113,7 +120,7 @@ def create_submission(
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
-    exercise: Annotated[str | None, Query(max_length=200)] = None,
+    exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> SubmissionList:
     """The learner's latest submissions, newest first (optionally for one exercise)."""
@@ -178,7 +185,7 @@ def submission_events(
 
 
 @api_router.get("/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 404))
-def read_draft(session: SessionDep, learner: CurrentLearner, exercise: str) -> DraftPublic:
+def read_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseId) -> DraftPublic:
     """The learner's saved, unsubmitted code for an exercise."""
     draft = service.get_draft(session, user_id=learner.id, exercise=exercise)
     if draft is None:
@@ -190,15 +197,15 @@ def read_draft(session: SessionDep, learner: CurrentLearner, exercise: str) -> D
     "/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 403, 404, 413)
 )
 def save_draft(
-    session: SessionDep, learner: CurrentLearner, exercise: str, body: DraftUpdate
+    session: SessionDep, learner: CurrentLearner, exercise: ExerciseId, body: DraftUpdate
 ) -> DraftPublic:
     """Keep the editor's content so another device or a reload finds it."""
     draft = service.save_draft(session, user_id=learner.id, exercise=exercise, code=body.code)
     return DraftPublic.model_validate(draft)
 
 
-@api_router.delete("/drafts/{exercise:path}", status_code=204, responses=_errors(401, 403))
-def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: str) -> Response:
+@api_router.delete("/drafts/{exercise:path}", status_code=204, responses=_errors(401, 403, 404))
+def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseId) -> Response:
     """Forget the draft ("reset to starter")."""
     service.delete_draft(session, user_id=learner.id, exercise=exercise)
     return Response(status_code=204)

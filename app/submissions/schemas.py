@@ -11,12 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from grader.contract import Result
 
 SubmissionStatus = Literal["queued", "running", "done", "error"]
+# "<lesson id>/<exercise id>", e.g. ddp-fundamentals/train (contract).
+EXERCISE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,98}/[a-z0-9][a-z0-9-]{0,98}$"
 
 
 class SubmissionCreate(BaseModel):
-    exercise: str = Field(min_length=1, max_length=200, examples=["ddp-fundamentals/train"])
+    exercise: str = Field(pattern=EXERCISE_ID_PATTERN, examples=["ddp-fundamentals/train"])
     # At most 64 KiB of UTF-8; larger programs get 413 `code_too_large` with a clear message.
-    code: str = Field(examples=["import torch.distributed as dist\n..."])
+    code: str = Field(pattern=r"\S", examples=["import torch.distributed as dist\n..."])
 
 
 class SubmissionAccepted(BaseModel):

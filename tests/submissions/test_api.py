@@ -95,7 +95,23 @@ def test_code_over_64_kib_is_refused_with_a_clear_message(
 def test_empty_code_is_refused(client: TestClient, auth: dict[str, str]) -> None:
     refused = submit(client, auth, code="   \n")
     assert refused.status_code == 422
-    assert refused.json()["code"] == "code_empty"
+    assert refused.json()["code"] == "invalid_request"
+    assert "code" in refused.json()["message"]
+
+
+def test_a_nul_byte_cannot_break_storage(
+    client: TestClient, auth: dict[str, str], session: Session
+) -> None:
+    accepted = submit(client, auth, code="print('a')\x00\n")
+    assert accepted.status_code == 202
+    stored = session.get(Submission, uuid.UUID(accepted.json()["id"]))
+    assert stored is not None and "\x00" not in stored.code
+
+
+def test_drafts_only_for_exercises_that_exist(client: TestClient, auth: dict[str, str]) -> None:
+    refused = client.put("/api/v1/drafts/no-such/exercise", json={"code": "x"}, headers=auth)
+    assert refused.status_code == 404
+    assert refused.json()["code"] == "exercise_not_found"
 
 
 def test_too_many_in_flight_gets_a_clear_message(client: TestClient, auth: dict[str, str]) -> None:
