@@ -27,6 +27,7 @@ from grader.exercises_ext.wrapping import stack_wrap
 
 MAX_COLL_EVENTS = 4000
 MAX_PARAM_EVENTS = 2000
+MAX_TRACKED_NUMEL = 2_000_000
 PROJECTIONS = 4
 MAX_LEAVES = 64
 MAX_GRAPH_NODES = 20_000
@@ -177,7 +178,11 @@ def install(tracer: Any) -> None:
     def ensure_leaves(out: torch.Tensor) -> list[torch.Tensor] | None:
         if grads["leaves"] is None:
             leaves = [t for t in _leaves(out) if t.requires_grad][:MAX_LEAVES]
-            grads["leaves"] = leaves or None
+            if sum(t.numel() for t in leaves) > MAX_TRACKED_NUMEL:
+                grads["done"] = grads["updated"] = True  # too big to digest at every loss
+                grads["leaves"] = []
+            else:
+                grads["leaves"] = leaves or None
         return grads["leaves"]
 
     def on_loss(out: torch.Tensor, leaves: list[torch.Tensor]) -> None:
