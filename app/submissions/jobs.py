@@ -83,25 +83,6 @@ def claim(session: Session, submission_id: uuid.UUID, owner: str) -> Submission 
     return submission
 
 
-def started(session: Session, submission_id: uuid.UUID, *, attempt: int, owner: str) -> bool:
-    """A queue worker began an attempt: mark it running and tell the browser."""
-    if (
-        repo.mark_running(
-            session, submission_id=submission_id, attempt=attempt, owner=owner, now=utcnow()
-        )
-        != 1
-    ):
-        return False
-    repo.add_event(
-        session,
-        submission_id=submission_id,
-        attempt=attempt,
-        kind="status",
-        data={"status": "starting"},
-    )
-    return True
-
-
 def record_events(
     session: Session, submission_id: uuid.UUID, attempt: int, events: Iterable[dict[str, Any]]
 ) -> int:

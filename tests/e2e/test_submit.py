@@ -134,3 +134,41 @@ def test_the_starter_fails_with_hints_and_the_sampler_picture_on_a_phone(
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
     page.screenshot(path=str(screenshot_dir / "submit-phone.png"), full_page=True)
     page.context.close()
+
+
+HANG_RESULT = {
+    "version": 1,
+    "status": "fail",
+    "summary": "The ranks hung",
+    "checks": [
+        {
+            "id": "run.completed",
+            "status": "fail",
+            "title": "Every rank runs to the end",
+            "message": "Rank 1 waited in `all_reduce` for 30 s.",
+            "hint": "Every rank must call the same collectives in the same order.",
+            "rank": 1,
+            "line": 12,
+        }
+    ],
+    "ranks": [
+        {"rank": 0, "exit_code": None, "output": "", "stack": 'File "main.py", line 10, in main'},
+        {"rank": 1, "exit_code": None, "output": "", "stack": 'File "main.py", line 12, in main'},
+    ],
+    "artifacts": {},
+}
+
+
+def test_a_hang_shows_each_ranks_stack(browser: Any, grading_server: LiveServer) -> None:
+    """The results panel for a hung run (rendered from a Result, without waiting for a hang)."""
+    page = signed_in_page(browser, grading_server, viewport={"width": 360, "height": 740})
+    section = open_exercise(page)
+    section.evaluate("(s, result) => s.rdvExercise.showResult('done', result, true)", HANG_RESULT)
+    stacks = section.locator('[data-role="stacks"] details')
+    assert stacks.count() == 2
+    assert "line 12" in stacks.nth(1).inner_text()
+    assert (
+        section.locator('.sub__check[data-check="run.completed"] code').inner_text() == "all_reduce"
+    )
+    assert "rank 1, line 12" in section.locator(".sub__where").inner_text()
+    page.context.close()

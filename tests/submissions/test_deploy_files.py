@@ -98,7 +98,7 @@ def test_web_environment_is_accepted_by_settings() -> None:
         if key.startswith("RDV_")
     }
     env["RDV_SECRET_KEY"] = SECRET
-    settings = Settings(**{key[4:].lower(): value for key, value in env.items()})
+    settings = Settings.model_validate({key[4:].lower(): value for key, value in env.items()})
     assert settings.environment == "production"
     assert settings.grading_backend == "procrastinate"
     assert settings.database_url.startswith("postgresql+psycopg://")
