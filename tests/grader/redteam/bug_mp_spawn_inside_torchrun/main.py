@@ -1,0 +1,42 @@
+"""Copied from the older DDP tutorial: spawns its own workers instead of using torchrun's."""
+import os
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def ddp_setup(rank, world_size):
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = "12355"
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+
+
+def worker(rank, world_size):
+    ddp_setup(rank, world_size)
+    try:
+        g = torch.Generator().manual_seed(0)
+        ds = TensorDataset(torch.randn(256, 10, generator=g), torch.randn(256, 1, generator=g))
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, batch_size=16, sampler=sampler)
+        model = DDP(nn.Linear(10, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+        if rank == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world_size = 2
+    mp.spawn(worker, args=(world_size,), nprocs=world_size)

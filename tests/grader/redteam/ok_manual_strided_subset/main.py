@@ -1,0 +1,39 @@
+"""Shards by hand: each rank takes a strided Subset and shuffles it itself (no DistributedSampler)."""
+import os
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Subset, TensorDataset
+
+
+def main():
+    cuda = torch.cuda.is_available()
+    local = int(os.environ["LOCAL_RANK"])
+    if cuda:
+        torch.cuda.set_device(local)
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        g = torch.Generator().manual_seed(0)
+        ds = TensorDataset(torch.randn(256, 10, generator=g), torch.randn(256, 1, generator=g))
+        shard = Subset(ds, list(range(rank, len(ds), world)))  # disjoint, equal-sized shards
+        loader = DataLoader(shard, batch_size=16, shuffle=True,
+                            generator=torch.Generator().manual_seed(rank))
+        model = DDP(nn.Linear(10, 1).to(device), device_ids=[local] if cuda else None)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for epoch in range(3):  # RandomSampler draws a new order every epoch by itself
+            for x, y in loader:
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+                opt.step()
+        if rank == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

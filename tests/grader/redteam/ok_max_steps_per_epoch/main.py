@@ -1,0 +1,41 @@
+import os
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+MAX_STEPS_PER_EPOCH = 3  # quick run: only a few batches of every epoch
+
+
+def main():
+    cuda = torch.cuda.is_available()
+    local = int(os.environ["LOCAL_RANK"])
+    if cuda:
+        torch.cuda.set_device(local)
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if cuda else "gloo")
+    try:
+        g = torch.Generator().manual_seed(0)
+        ds = TensorDataset(torch.randn(512, 10, generator=g), torch.randn(512, 1, generator=g))
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, batch_size=16, sampler=sampler)
+        model = DDP(nn.Linear(10, 1).to(device), device_ids=[local] if cuda else None)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            for step, (x, y) in enumerate(loader):
+                if step >= MAX_STEPS_PER_EPOCH:
+                    break
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+                opt.step()
+            if dist.get_rank() == 0:
+                torch.save(model.module.state_dict(), "checkpoint.pt")
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

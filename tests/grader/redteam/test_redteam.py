@@ -1,0 +1,85 @@
+"""Red-team cases for ddp-fundamentals/train, graded through the real sandbox.
+
+Each folder holds a learner program `main.py` and `expected.json`:
+{"status": "pass" | "fail", "failing": [check ids that must fail],
+ "why": "one sentence",
+ "may_also_fail": [check ids allowed to fail as well (optional)],
+ "spec": {partial ExerciseSpec overrides, e.g. {"limits": {"wall_seconds": 30}} (optional)}}
+
+A correct program must pass with every check `pass` or `skip`; a wrong one must fail with at
+least the listed checks failing, and no learner program may ever get `error`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader.api import grade
+from grader.contract import ExerciseSpec, Job, Result
+from grader.exercises import load_spec
+
+HERE = Path(__file__).parent
+EXERCISE = "ddp-fundamentals/train"
+CASES = sorted(p.name for p in HERE.iterdir() if (p / "expected.json").is_file())
+
+
+def _expected(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((HERE / name / "expected.json").read_text())
+    return data
+
+
+def _spec(name: str) -> ExerciseSpec:
+    base = load_spec(EXERCISE).model_dump()
+    for key, value in _expected(name).get("spec", {}).items():
+        if isinstance(value, dict):
+            base[key].update(value)
+        else:
+            base[key] = value
+    return ExerciseSpec.model_validate(base)
+
+
+def _report(result: Result) -> str:
+    lines = [f"status {result.status}: {result.summary}"]
+    lines += [f"  {c.status:4} {c.id}: {c.message}" for c in result.checks]
+    if result.error:
+        lines.append(f"  error: {result.error}")
+    return "\n".join(lines)
+
+
+def test_cases_are_well_formed() -> None:
+    assert len(CASES) >= 40
+    for name in CASES:
+        exp = _expected(name)
+        assert exp["status"] in ("pass", "fail"), name
+        assert exp.get("why"), name
+        assert (exp["status"] == "fail") == bool(exp["failing"]), name
+        assert (HERE / name / "main.py").is_file(), name
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CASES)
+def test_redteam_case(name: str) -> None:
+    exp = _expected(name)
+    job = Job(
+        exercise=EXERCISE,
+        code=(HERE / name / "main.py").read_text(),
+        spec=_spec(name),
+        submission_id=f"redteam-{name}",
+    )
+    result = grade(job)
+    report = _report(result)
+    assert result.status != "error", report  # a learner program never makes the platform fail
+    assert result.status == exp["status"], report
+    failing = {c.id for c in result.checks if c.status == "fail"}
+    must = set(exp["failing"])
+    may = set(exp.get("may_also_fail", []))
+    assert must <= failing, f"checks {sorted(must - failing)} did not fail\n{report}"
+    assert not failing - must - may, f"checks {sorted(failing - must - may)} failed too\n{report}"
+    for c in result.checks:
+        if c.status == "fail":  # a failure the learner can act on: what happened, and a hint
+            assert c.message and c.hint, report
