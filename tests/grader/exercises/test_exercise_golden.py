@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def test_golden(exercise: str, case: str) -> None:
         spec=load_spec(exercise_id),
         submission_id=f"golden-{exercise}-{case}",
     )
-    result = grade(job)
+    result = grade(job, sandbox=os.environ.get("RDV_GOLDEN_SANDBOX"))
     checks = {c.id: c for c in result.checks}
     report = "\n".join(f"{c.status} {c.id}: {c.message}" for c in result.checks) + (
         f"\nerror: {result.error}" if result.error else ""
