@@ -126,6 +126,7 @@ class ProcrastinateBackend:
         poll_seconds: float = 1.0,
         sweep_seconds: float = 10.0,
         heartbeat_seconds: float = 5.0,
+        grade_stalled_seconds: float = 60.0,
     ) -> None:
         self._uow = session_factory
         self.conninfo = conninfo
@@ -137,6 +138,8 @@ class ProcrastinateBackend:
         # Shorter than any worker's --stalled-after (30 s by default): a worker that starts
         # prunes the rows of workers silent for that long, and this one must not look dead.
         self._heartbeat_seconds = heartbeat_seconds
+        # Longer than the workers' --stalled-after: live workers normally recover first.
+        self._grade_stalled_seconds = grade_stalled_seconds
         self.store = ResultStore(session_factory)
         self.app = build_app(conninfo, self.store)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -241,6 +244,7 @@ class ProcrastinateBackend:
         for stalled in await self.app.job_manager.get_stalled_jobs(queue=RESULTS_QUEUE):
             if stalled.id is not None:
                 await self.app.job_manager.retry_job(stalled)
+        await self._recover_stalled_grades()
         dispatched = dict(await asyncio.to_thread(self._dispatched_unfinished))
         if not dispatched:
             return
@@ -252,6 +256,46 @@ class ProcrastinateBackend:
         for submission_id, job_id in dispatched.items():
             if job_id in gave_up:
                 await asyncio.to_thread(self._fail_by_id, submission_id, QUEUE_GAVE_UP)
+
+    async def _recover_stalled_grades(self) -> None:
+        """Grade jobs whose worker went silent and that no live worker took back (the whole
+        fleet may be down): queue them again, or end them as a platform error. The same rule as
+        the workers' `rendezvous.retry_stalled`, so a submission is never `running` forever."""
+        stalled = await self.app.job_manager.get_stalled_jobs(
+            task_name=GRADE_TASK, seconds_since_heartbeat=self._grade_stalled_seconds
+        )
+        for job in stalled:
+            assert job.id is not None
+            kwargs: dict[str, Any] = dict(job.task_kwargs)
+            submission_id = str(kwargs["job"]["submission_id"])
+            attempts_made = job.attempts + 1
+            results = self.app.configure_task(
+                name=EVENTS_TASK, queue=RESULTS_QUEUE, lock=f"submission:{submission_id}"
+            )
+            try:
+                if attempts_made < int(kwargs.get("max_attempts", self._max_attempts)):
+                    await self.app.job_manager.retry_job(job)
+                    await results.defer_async(
+                        submission_id=submission_id,
+                        attempt=attempts_made,
+                        worker="web-sweep",
+                        events=[{"kind": "status", "data": {"status": "retrying"}}],
+                    )
+                else:
+                    await self.app.job_manager.finish_job_by_id_async(
+                        job.id, status=procrastinate.jobs.Status.FAILED, delete_job=False
+                    )
+                    lost = Result.platform_error(jobs.LOST_WORKER.format(attempts=attempts_made))
+                    await self.app.configure_task(
+                        name=RESULT_TASK, queue=RESULTS_QUEUE, lock=f"submission:{submission_id}"
+                    ).defer_async(
+                        submission_id=submission_id,
+                        attempt=attempts_made,
+                        result=lost.model_dump(mode="json"),
+                    )
+            except Exception:
+                # A worker's retry_stalled got there first; nothing left to do.
+                log.info("stalled job %s was taken care of elsewhere", job.id, exc_info=True)
 
     def _pending_jobs(self) -> list[tuple[Submission, Job | None]]:
         with self._uow() as session:

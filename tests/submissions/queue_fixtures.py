@@ -90,7 +90,9 @@ def start_backend(
 ) -> Iterator[Callable[..., ProcrastinateBackend]]:
     made: list[ProcrastinateBackend] = []
 
-    def start(spec_for: SpecLookup, max_attempts: int = 2) -> ProcrastinateBackend:
+    def start(
+        spec_for: SpecLookup, max_attempts: int = 2, grade_stalled_seconds: float = 60.0
+    ) -> ProcrastinateBackend:
         backend = ProcrastinateBackend(
             pg_uow,
             conninfo=conninfo(pg_url),
@@ -99,6 +101,7 @@ def start_backend(
             poll_seconds=0.1,
             sweep_seconds=1.0,
             heartbeat_seconds=0.5,  # the test workers take 3 s of silence for death
+            grade_stalled_seconds=grade_stalled_seconds,
         )
         backend.start()
         made.append(backend)

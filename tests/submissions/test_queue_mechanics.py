@@ -86,3 +86,35 @@ def test_a_job_that_kills_its_workers_ends_as_error_never_fail(
     assert ended.status == "error"
     assert ended.result is not None and ended.result["status"] == "error"
     assert "does not count against you" in (ended.result["error"] or "")
+
+
+def test_when_every_worker_is_gone_the_web_side_ends_the_job_as_error(
+    pg_uow: SessionFactory,
+    start_backend: Callable[..., ProcrastinateBackend],
+    workers: Workers,
+) -> None:
+    start_backend(spec_for, max_attempts=1, grade_stalled_seconds=3)
+    doomed = workers.start(FAKE, env={"RDV_FAKE_GRADE_SLEEP": "600"})
+    submission_id = new_submission(pg_uow, spec_for=spec_for)
+    wait_for_event(pg_uow, submission_id, "output")
+    workers.kill(doomed)  # and no other worker ever starts
+    ended = wait_for(pg_uow, submission_id, "done", "error")
+    assert ended.status == "error"
+    assert ended.result is not None and ended.result["status"] == "error"
+    assert "does not count against you" in (ended.result["error"] or "")
+
+
+def test_when_every_worker_is_gone_a_retried_job_waits_queued_for_the_next(
+    pg_uow: SessionFactory,
+    start_backend: Callable[..., ProcrastinateBackend],
+    workers: Workers,
+) -> None:
+    start_backend(spec_for, max_attempts=2, grade_stalled_seconds=3)
+    doomed = workers.start(FAKE, env={"RDV_FAKE_GRADE_SLEEP": "600"})
+    submission_id = new_submission(pg_uow, spec_for=spec_for)
+    wait_for_event(pg_uow, submission_id, "output")
+    workers.kill(doomed)
+    assert wait_for(pg_uow, submission_id, "queued").attempts == 1  # not `running` any more
+    workers.start(FAKE)
+    done = wait_for(pg_uow, submission_id, "done", "error")
+    assert (done.status, done.attempts) == ("done", 2)
