@@ -160,7 +160,7 @@ class LocalBackend:
             log.exception("grading submission %s failed", submission.id)
             with self._uow() as session:
                 jobs.fail_for_platform(
-                    session, submission, GRADER_CRASHED.format(error=exc), owner=self.owner
+                    session, submission, GRADER_CRASHED, owner=self.owner, error=exc
                 )
         finally:
             with self._active_lock:
@@ -175,8 +175,9 @@ class LocalBackend:
                 jobs.fail_for_platform(
                     session,
                     submission,
-                    jobs.NO_SPEC.format(exercise=submission.exercise),
+                    jobs.NO_SPEC,
                     owner=self.owner,
+                    exercise=submission.exercise,
                 )
                 return
             repo.add_event(

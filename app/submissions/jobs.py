@@ -155,12 +155,21 @@ def record_attempt(session: Session, submission: Submission, result: Result) -> 
 
 
 def fail_for_platform(
-    session: Session, submission: Submission, message: str, *, owner: str | None = None
+    session: Session,
+    submission: Submission,
+    message: str,
+    *,
+    owner: str | None = None,
+    **params: object,
 ) -> bool:
+    """End the submission as `error` with `message` (an N_ msgid) in the learner's language."""
+    from app.i18n import translate
+
+    text = translate(submission.locale, message).format(**params)
     return complete(
         session,
         submission.id,
-        Result.platform_error(message),
+        Result.platform_error(text),
         attempt=max(submission.attempts, 1),
         owner=owner,
     )
@@ -203,8 +212,9 @@ def reclaim_stale(
         elif fail_for_platform(
             session,
             submission,
-            LOST_WORKER.format(attempts=submission.attempts),
+            LOST_WORKER,
             owner=submission.lease_owner,
+            attempts=submission.attempts,
         ):
             ended.append(submission.id)
     return Reclaimed(requeued=requeued, ended=ended)

@@ -314,7 +314,7 @@ class ProcrastinateBackend:
 
     def _fail(self, submission: Submission, message: str, exercise: str) -> None:
         with self._uow() as session:
-            jobs.fail_for_platform(session, submission, message.format(exercise=exercise))
+            jobs.fail_for_platform(session, submission, message, exercise=exercise)
 
     def _fail_by_id(self, submission_id: uuid.UUID, message: str) -> None:
         with self._uow() as session:

@@ -111,3 +111,15 @@ def test_a_graded_attempt_reaches_the_learners_progress(
     assert progress.status_code == 200, progress.text
     lesson = progress.json()["lessons"]["ddp-fundamentals"]
     assert "ddp-fundamentals/train" in str(lesson["exercises"])
+
+
+def test_platform_errors_speak_the_learners_language(session: Session, learner: User) -> None:
+    submitted = service.submit(
+        session, user_id=learner.id, exercise="ddp-fundamentals/train", code="x", locale="tr"
+    )
+    session.flush()
+    assert jobs.fail_for_platform(session, submitted.submission, jobs.LOST_WORKER, attempts=2)
+    session.refresh(submitted.submission)
+    error = (submitted.submission.result or {})["error"]
+    assert "2" in error
+    assert error != jobs.LOST_WORKER.format(attempts=2)
