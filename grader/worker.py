@@ -118,6 +118,7 @@ def build_app(
         assert context.job is not None
         parsed = Job.model_validate(job)
         attempt = context.job.attempts + 1
+        log.info("grading submission %s (attempt %d)", parsed.submission_id, attempt)
         forwarder = EventForwarder(app, parsed.submission_id, attempt, worker_name)
         forwarder.add({"kind": "status", "data": {"status": "starting"}})
         await forwarder.flush()
@@ -245,6 +246,9 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # procrastinate logs every job with its arguments (the learner's whole program): keep its
+    # warnings and errors, and say ourselves which submission runs.
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
     if not args.dsn:
         print("Set --dsn or RDV_QUEUE_URL to the queue's postgresql:// URL.", file=sys.stderr)
         return 2

@@ -149,6 +149,9 @@ class ProcrastinateBackend:
         self._ready = threading.Event()
 
     def start(self) -> None:
+        # procrastinate logs each job with its arguments (output lines, whole Results): keep
+        # its warnings and errors only.
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)
         self._thread = threading.Thread(target=self._run_loop, name="grading-queue", daemon=True)
         self._thread.start()
         self._ready.wait(30)
