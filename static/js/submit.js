@@ -250,7 +250,7 @@
           this.status(this.t[data.status]);
         }
       });
-      on("output", (data) => this.appendLine(data.rank, data.line));
+      on("output", (data) => this.appendLine(data.rank, data.line, data.world_size));
       on("check", (data) => { this.$("results").hidden = false; this.addCheck(data, true); });
       on("done", (data) => {
         source.close();
@@ -272,26 +272,26 @@
       setTimeout(() => this.follow(id), 2000);
     }
 
-    pane(rank) {
-      if (this.panes.has(rank)) return this.panes.get(rank);
-      const heading = el("h5", { text: fmt(this.t.rank, { n: rank }) });
-      const pre = el("pre", {
-        className: "sub__log",
-        tabindex: "0",
-        role: "log",
-        "aria-label": fmt(this.t.rank_output, { n: rank }),
-      });
-      const section = el("section", { className: "sub__rank", "data-rank": rank }, heading, pre);
-      const ranks = this.$("ranks");
-      const after = [...ranks.children].find((node) => Number(node.dataset.rank) > rank);
-      ranks.insertBefore(section, after || null);
+    // One pane per rank and per run: an exercise may run at several world sizes in turn.
+    pane(rank, worldSize) {
+      const key = `${worldSize || ""}:${rank}`;
+      if (this.panes.has(key)) return this.panes.get(key);
+      const title = worldSize ? fmt(this.t.rank_of_run, { n: rank, size: worldSize }) : fmt(this.t.rank, { n: rank });
+      const pre = el("pre", { className: "sub__log", tabindex: "0", role: "log", "aria-label": title });
+      const section = el(
+        "section",
+        { className: "sub__rank", "data-rank": rank, "data-world-size": worldSize || "" },
+        el("h5", { text: title }),
+        pre,
+      );
+      this.$("ranks").append(section);
       this.$("output").hidden = false;
-      this.panes.set(rank, pre);
+      this.panes.set(key, pre);
       return pre;
     }
 
-    appendLine(rank, line) {
-      const pre = this.pane(rank ?? 0);
+    appendLine(rank, line, worldSize) {
+      const pre = this.pane(rank ?? 0, worldSize);
       const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
       pre.append(document.createTextNode(line.endsWith("\n") ? line : line + "\n"));
       if (stick) pre.scrollTop = pre.scrollHeight;
@@ -337,12 +337,14 @@
       if (outcome === "error" && result.error) summary.append(el("span", { className: "sub__detail", text: " " + result.error }));
       this.$("checks").replaceChildren();
       for (const check of result.checks || []) this.addCheck(check, false);
+      // Panes filled live are kept; without them (a reload), show the deciding run's output.
+      const streamed = this.panes.size > 0;
+      const size = result.launch && result.launch.world_size;
       for (const rank of result.ranks || []) {
-        if (!this.panes.has(rank.rank)) {
-          const pre = this.pane(rank.rank);
-          pre.textContent = rank.output || this.t.no_output;
-        }
-        if (rank.truncated) this.panes.get(rank.rank).append(el("em", { text: "\n" + this.t.truncated }));
+        const pre = streamed ? this.panes.get(`${size || ""}:${rank.rank}`) : this.pane(rank.rank, size);
+        if (!pre) continue;
+        if (!streamed) pre.textContent = rank.output || this.t.no_output;
+        if (rank.truncated) pre.append(el("em", { text: "\n" + this.t.truncated }));
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
       this.showStacks(result.ranks || []);

@@ -62,6 +62,13 @@ def replace_code(page: Any, section: Any, code: str) -> None:
     page.keyboard.insert_text(code)
 
 
+def last_result(page: Any) -> dict[str, Any]:
+    """The learner's latest Result, read through the API with the page's own session."""
+    listed = page.request.get(f"/api/v1/submissions?exercise={EXERCISE}&limit=1").json()
+    latest = page.request.get(f"/api/v1/submissions/{listed['submissions'][0]['id']}").json()
+    return dict(latest["result"])
+
+
 def editor_text(section: Any) -> str:
     """The whole document (CodeMirror renders only the lines in view)."""
     return str(section.evaluate("s => s.rdvExercise.editor.getValue()"))
@@ -75,6 +82,8 @@ def test_submitting_a_fix_streams_rank_output_and_passes(
     solution = get_exercise(EXERCISE).solution_path.read_text("utf-8")
     replace_code(page, section, solution)
     assert editor_text(section) == solution
+    # The draft reaches the server too (another device or a cleared browser finds it).
+    section.locator('[data-role="draft"]', has_text="Draft saved.").wait_for()
 
     submit = section.locator('[data-role="submit"]')
     submit.click()
@@ -83,18 +92,19 @@ def test_submitting_a_fix_streams_rank_output_and_passes(
     # Each rank's lines arrive in its own pane while the program runs.
     for rank in (0, 1):
         pane = section.locator(f'.sub__rank[data-rank="{rank}"] pre')
-        pane.filter(has_text=f"rank {rank} epoch").wait_for(timeout=GRADE_TIMEOUT_MS)
+        pane.filter(has_text=f"rank {rank} epoch").first.wait_for(timeout=GRADE_TIMEOUT_MS)
     summary = section.locator(".sub__summary--pass")
     summary.wait_for(timeout=GRADE_TIMEOUT_MS)
     statuses = section.locator(".sub__check").evaluate_all("els => els.map(e => e.dataset.status)")
     assert statuses and set(statuses) <= {"pass", "skip"}
     assert statuses.count("pass") >= 8
     assert not submit.is_disabled()
-    # The sampler picture: two ranks, no overlap, a different order every epoch.
+    # The sampler picture: every rank of the deciding run has its colour, and no overlap.
+    world_size = last_result(page)["artifacts"]["sampler"]["world_size"]
     owners = section.locator(".sub__sampler-svg rect").evaluate_all(
         "els => els.map(e => e.dataset.owner)"
     )
-    assert {"0", "1"} <= set(owners) and "overlap" not in owners
+    assert set(owners) - {"unseen"} == {str(rank) for rank in range(world_size)}
 
     # A reload keeps the learner's code (the draft) and shows the last result.
     page.reload()
@@ -129,7 +139,8 @@ def test_the_starter_fails_with_hints_and_the_sampler_picture_on_a_phone(
     picture = section.locator(".sub__sampler-svg")
     picture.wait_for()
     owners = picture.locator("rect").evaluate_all("els => els.map(e => e.dataset.owner)")
-    assert "overlap" in owners  # every rank trained on the whole dataset
+    if last_result(page)["artifacts"]["sampler"]["world_size"] > 1:
+        assert "overlap" in owners  # every rank trained on the whole dataset
     # Nothing overflows a 360 px screen.
     assert page.evaluate("document.documentElement.scrollWidth") <= 360
     page.screenshot(path=str(screenshot_dir / "submit-phone.png"), full_page=True)
