@@ -203,7 +203,11 @@ def _backend(view: RunView, launch: Launch) -> str:
 
 
 def _rank_result(r: Any) -> RankResult:
+    """A rank for the Result; `stack` is its dump when stopped, else the traceback it died with."""
     stack = r.stack
+    crash = r.first("exception")
+    if crash is not None and crash.get("traceback"):
+        stack = crash["traceback"] if not stack else f"{crash['traceback']}\n{stack}"
     if stack and r.learner_file:
         stack = stack.replace(r.learner_file, "main.py")
     return RankResult(

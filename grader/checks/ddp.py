@@ -136,8 +136,8 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     first_step = ranks0.first("step") if ranks0 else None
     line = first_step.get("line") if first_step else None
     if not run.events("ddp_init"):
-        return run.not_reached("the model was wrapped") or failed(
-            "The model was never wrapped in DDP, so no gradients were averaged."
+        return run.not_reached("the model was wrapped") or skipped(
+            "There is no DDP model whose first step could be replayed (see ddp.wrapped)."
         )
     if replay is None:
         return run.not_reached("rank 0's first step could be replayed") or failed(
@@ -147,25 +147,48 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         return skipped(f"The first step could not be replayed: {replay.get('reason')}.")
     world = int(replay.get("world_size", run.world_size))
     rel, ratio = float(replay["rel_error"]), float(replay["ratio"])
-    numbers = (
-        f"the gradient rank 0's optimizer used in its first step {run.at(line)} has norm "
-        f"{replay['norm_actual']:.4g}; the average of the ranks' own gradients has norm "
-        f"{replay['norm_expected']:.4g}"
-    )
     if rel > GRAD_TOLERANCE:
+        numbers = (
+            f"after backward in the first step, rank 0's gradient has norm "
+            f"{replay['norm_actual']:.4g}; the average of the ranks' own gradients (replayed "
+            f"in one process) has norm {replay['norm_expected']:.4g}"
+        )
         if world > 1 and abs(ratio - world) < 0.05 * world:
-            why = (
-                f"{ratio:.2f}× too large: the gradients were summed over the {world} ranks, "
-                "not averaged (an extra all_reduce on top of DDP?)"
-            )
+            why = f"{ratio:.2f}× too large: the gradients were summed, not averaged"
         elif world > 1 and abs(ratio * world - 1) < 0.05:
-            why = (
-                f"{ratio:.2f}× too small: the gradients were divided by the world size "
-                f"({world}) once more"
-            )
+            why = f"{ratio:.2f}× too small: they were divided by the world size ({world}) again"
         else:
-            why = f"off by {rel:.0%} (largest difference in '{replay.get('worst_param')}')"
+            why = (
+                f"off by {rel:.0%} (largest difference in '{replay.get('worst_param')}'): "
+                "the ranks' gradients were not averaged by DDP"
+            )
         return failed(f"In your run, {numbers}: {why}.", rank=0, line=line)
+    step = float(replay.get("step_ratio", 1.0))
+    if replay.get("step_parallel", True) and step > 1.001:
+        why = (
+            f"the {world} ranks' gradients were summed once more (an all_reduce on top of DDP)"
+            if world > 1 and abs(step - world) < 1e-3 * world
+            else "something enlarged them"
+        )
+        return failed(
+            f"Between backward and the first optimizer step {run.at(line)}, rank 0's gradients "
+            f"grew {step:.3g}×: {why}. DDP had already averaged them during backward.",
+            rank=0,
+            line=line,
+        )
+    if (
+        world > 1
+        and replay.get("step_parallel", True)
+        and not replay.get("clipped")
+        and not replay.get("amp_scale")
+        and abs(step * world - 1) < 1e-3
+    ):
+        return failed(
+            f"Between backward and the first optimizer step {run.at(line)}, rank 0's gradients "
+            f"were divided by the world size ({world}) although DDP had already averaged them.",
+            rank=0,
+            line=line,
+        )
     if world > 1:
         bad = _world_scaled_loss(replay, world)
         if bad is not None:
@@ -184,12 +207,24 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
 
 
 def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] | None:
-    """A rank whose only standard loss per micro-step was scaled by 1/world (or 1/(k*world))."""
+    """A rank that scaled its loss by 1/world (or 1/(k*world) with k micro-steps) before backward.
+
+    Evidence, per micro-step of the first step: the gradient that reached the value a standard
+    loss function returned (when exactly one was called), else the constant factor applied last
+    to the tensor given to backward (`loss / world_size`).
+    """
     micro = replay.get("micro_steps", {})
+    roots = replay.get("root_scales", {})
     for rank_s, per_micro in sorted(replay.get("loss_scales", {}).items()):
-        # Judge only micro-steps with exactly one loss call: weighted sums of several losses
-        # (0.5 * a + 0.5 * b) are the learner's business.
-        scales = [m[0] for m in per_micro if isinstance(m, list) and len(m) == 1]
+        scales = []
+        for i, found in enumerate(per_micro):
+            # Weighted sums of several losses (0.5 * a + 0.5 * b) are the learner's business.
+            if isinstance(found, list) and len(found) == 1:
+                scales.append(found[0])
+            elif isinstance(found, list) and not found:
+                root = (roots.get(rank_s) or [None] * len(per_micro))[i]
+                if root is not None:
+                    scales.append(root)
         if not scales or len(scales) != len(per_micro):
             continue
         k = max(1, int(micro.get(rank_s, 1)))

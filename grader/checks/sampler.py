@@ -72,8 +72,6 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
             "No DataLoader or DistributedSampler handed out the data of the training steps, so "
             "the grader could not see that each rank trained on its own shard."
         )
-    if run.world_size == 1:
-        return passed("Only one rank ran; it saw the whole dataset, as it should.")
     n_epochs = min(len(v) for v in epochs.values())
     for i in range(n_epochs):
         its = {rank: v[i] for rank, v in epochs.items()}
@@ -115,7 +113,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
             if unseen > allowed and all(it["count"] == len(it["indices"]) for it in its.values()):
                 missing = sorted(set(range(dataset_len)) - union)
                 return failed(
-                    f"In epoch {i + 1} the ranks together saw only {len(union)} of the "
+                    f"In epoch {i + 1} {'the ranks together' if len(its) > 1 else 'rank 0'} "
+                    f"saw only {len(union)} of the "
                     f"{dataset_len} samples; no rank saw indices {index_ranges(missing)}.",
                     rank=0,
                     line=its[0].get("line"),
@@ -145,9 +144,10 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     if max(len(v) for v in dist_its.values()) < 2:
         return skipped("Training ran for a single epoch, so there was no next shuffle to check.")
     for rank, its in sorted(dist_its.items()):
+        # Passes over the same data, in order (a fresh sampler every epoch is the same stream).
         by_sampler: dict[Any, list[dict[str, Any]]] = {}
         for it in its:
-            by_sampler.setdefault(it.get("sampler_id"), []).append(it)
+            by_sampler.setdefault((it.get("dataset"), it.get("dataset_len")), []).append(it)
         for same_sampler in by_sampler.values():
             repeat = _repeated_epoch(same_sampler)
             if repeat is None:
@@ -155,18 +155,23 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             n, cur, same = repeat
             start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)" if same else ""
             return failed(
-                f"Rank {rank}'s sampler was still at epoch {cur.get('epoch')} in training "
-                f"epochs {n - 1} and {n}, so it replayed the same order{start}.",
+                f"Rank {rank} trained on the same shuffle in epochs {n - 1} and {n}{start}: "
+                f"its sampler was at epoch {cur.get('epoch')} both times.",
                 rank=rank,
                 line=cur.get("line"),
             )
     n = max(len(v) for v in dist_its.values())
-    return passed(f"The sampler started each of the {n} training epochs with a new epoch number.")
+    return passed(f"Each of the {n} training epochs used a new shuffle on every rank.")
 
 
 def _repeated_epoch(its: list[dict[str, Any]]) -> tuple[int, dict[str, Any], bool] | None:
-    """(1-based epoch, iteration, same order) of the first pass that reused the epoch before it."""
+    """(1-based epoch, iteration, same order) of the first pass that repeated the one before it:
+    the same order, or the same sampler still at the same epoch number."""
     for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
-        if cur.get("shuffle") and prev.get("epoch") == cur.get("epoch"):
-            return n, cur, prev["indices"][:5] == cur["indices"][:5]
+        if not cur.get("shuffle"):
+            continue
+        same_order = prev["indices"] == cur["indices"] and prev["count"] == cur["count"]
+        same_sampler = prev.get("sampler_id") == cur.get("sampler_id")
+        if same_order or (same_sampler and prev.get("epoch") == cur.get("epoch")):
+            return n, cur, same_order
     return None

@@ -21,6 +21,8 @@ from pathlib import Path
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
 from grader.harness.tracer import Tracer
 
+REAL_EXIT = os._exit
+
 
 def _exit_code(exc: SystemExit) -> int:
     if exc.code is None:
@@ -47,7 +49,15 @@ def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]
     return text, line
 
 
-def run_learner(argv: list[str]) -> int:
+class _LeaveRank(BaseException):
+    """os._exit(n) in a forked rank: unwind to forked_entry, which multiprocessing must see."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def run_learner(argv: list[str], *, forked: bool = False) -> int:
     """Install the hooks, run the learner's file, write the end record; the exit code."""
     trace_dir = Path(os.environ.pop(TRACE_DIR_ENV, "."))
     settings = json.loads(os.environ.pop(SETTINGS_ENV, "{}"))
@@ -79,6 +89,7 @@ def run_learner(argv: list[str]) -> int:
     from grader.harness.hooks import install_all
 
     install_all(tracer)
+    _watch_os_exit(tracer, forked)
     sys.argv = [argv[0], *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     status, code, line = "ok", 0, None
@@ -86,6 +97,9 @@ def run_learner(argv: list[str]) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc)
+        status = "ok" if code == 0 else "exit"
+    except _LeaveRank as exc:
+        code = exc.code
         status = "ok" if code == 0 else "exit"
     except BaseException as exc:
         text, line = learner_traceback(exc, script)
@@ -98,9 +112,39 @@ def run_learner(argv: list[str]) -> int:
             line=line,
         )
         status, code = "exception", 1
-    tracer.finish()
-    tracer.emit("end", status=status, exit_code=code, line=line)
+    # The program's atexit handlers run now, as at interpreter exit (some destroy the process
+    # group there), and before the end record, which must come after everything the program did.
+    atexit._run_exitfuncs()
+    _end(tracer, status, code, line)
     return code
+
+
+def _end(tracer: Tracer, status: str, code: int, line: int | None, **extra: object) -> None:
+    """The end-of-program record, written once."""
+    if tracer.state.get("ended"):
+        return
+    tracer.state["ended"] = True
+    tracer.finish()
+    tracer.emit("end", status=status, exit_code=code, line=line, **extra)
+
+
+def _watch_os_exit(tracer: Tracer, forked: bool) -> None:
+    """A program that leaves with os._exit(n) (a known teardown workaround) still gets its end
+    record and final data; the rank's own forked children (DataLoader workers) are left alone."""
+    rank_pid = os.getpid()
+
+    def _exit(code: int) -> None:
+        if os.getpid() == rank_pid and forked and not tracer.state.get("ended"):
+            raise _LeaveRank(int(code))
+        if os.getpid() == rank_pid:
+            try:
+                status = "ok" if code == 0 else "exit"
+                _end(tracer, status, int(code), tracer.where(), via="os._exit")
+            finally:
+                REAL_EXIT(code)
+        REAL_EXIT(code)
+
+    os._exit = _exit  # type: ignore[assignment]
 
 
 def main(argv: list[str]) -> int:
@@ -109,20 +153,21 @@ def main(argv: list[str]) -> int:
         return 2
     code = run_learner(argv)
     try:
-        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
-        os._exit(code)
+        REAL_EXIT(code)
 
 
 def forked_entry(*argv: str) -> None:
     """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
 
     The forked child ends through multiprocessing's own os._exit, so torch's C++ teardown never
-    runs there either; atexit handlers inherited from the supervisor are not run.
+    runs there either. The supervisor's own atexit handlers, inherited by the fork, are dropped:
+    only the program's run.
     """
-    code = run_learner(list(argv))
+    atexit._clear()
+    code = run_learner(list(argv), forked=True)
     sys.stdout.flush()
     sys.stderr.flush()
     if code:

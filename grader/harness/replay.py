@@ -29,6 +29,7 @@ from grader.harness.tracer import Tracer
 
 MAX_REPLAY_PARAMS = 20_000_000
 WAIT_FOR_RANKS_S = 10.0
+MAX_MICRO_STEPS = 64
 
 
 def _raw_save() -> Any:
@@ -74,12 +75,20 @@ def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[
     elif st["ddp"] is not ddp:
         st["off"] = "more than one DDP model ran before the first optimizer step"
         return None
+    if len(st["micro"]) >= MAX_MICRO_STEPS:
+        st["off"] = f"more than {MAX_MICRO_STEPS} forward passes ran before the first step"
+        st["micro"].clear()
+        return None
     micro: dict[str, Any] = {
         "inputs": _to_cpu(inputs),
         "kwargs": _to_cpu(kwargs),
         "rng": torch.get_rng_state(),
         "cuda_rng": None,
         "sync": bool(ddp.require_backward_grad_sync),
+        # Per-module train/eval flags now (the model may end the program in eval mode).
+        "training": [m.training for m in ddp.module.modules()],
+        "root_scale": None,
+        "autocast": _autocast_state(next(ddp.module.parameters()).device.type),
         "cotangents": None,
         "scales": [],
     }
@@ -103,6 +112,16 @@ def attach_output(micro: dict[str, Any], output: Any) -> None:
             leaf.register_hook(hook)
 
 
+def _autocast_state(device_type: str) -> tuple[str, str] | None:
+    for kind in dict.fromkeys((device_type, "cpu")):
+        try:
+            if torch.is_autocast_enabled(kind):
+                return kind, str(torch.get_autocast_dtype(kind)).removeprefix("torch.")
+        except (TypeError, RuntimeError, AttributeError):
+            continue
+    return None
+
+
 def record_loss_scale(tracer: Tracer, loss: Any) -> None:
     """A standard loss function returned `loss`: record the factor applied to it before backward."""
     st = state(tracer)
@@ -116,6 +135,55 @@ def record_loss_scale(tracer: Tracer, loss: Any) -> None:
         micro["scales"].append(float(grad.detach().float().cpu()))
 
     loss.register_hook(hook)
+
+
+def _constant(node: Any, index: int) -> float | None:
+    """The constant operand `index` (0 self, 1 other) of a Mul/Div node, if it is one."""
+    nexts = node.next_functions
+    if len(nexts) < 2 or nexts[index][0] is not None:
+        return None
+    value = getattr(node, "_saved_other" if index == 1 else "_saved_self", None)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def root_scale(loss: Any) -> float | None:
+    """The constant factor applied last to the tensor given to backward (`loss / 2` -> 0.5)."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or loss.grad_fn is None:
+        return None
+    scale, node = 1.0, loss.grad_fn
+    node_any: Any = node
+    for _ in range(8):
+        node = node_any
+        name = type(node).__name__
+        d = _constant(node, 1) if name.startswith("DivBackward") else None
+        if d:
+            scale /= d
+            node_any = node.next_functions[0][0]
+        elif name.startswith("MulBackward") and (c := _constant(node, 1)) is not None:
+            scale *= c
+            node_any = node.next_functions[0][0]
+        elif name.startswith("MulBackward") and (c := _constant(node, 0)) is not None:
+            scale *= c
+            node_any = node.next_functions[1][0]
+        else:
+            break
+        if node_any is None:
+            break
+    return scale
+
+
+def record_backward_root(tracer: Tracer, tensors: Any) -> None:
+    """Before a backward of the first step: the scale put on the loss after it was computed."""
+    st = state(tracer)
+    if st["off"] or not st["micro"] or tracer.steps:
+        return
+    micro = st["micro"][-1]
+    if micro.get("root_scale") is None:
+        micro["root_scale"] = root_scale(tensors)
 
 
 def record_clip(tracer: Tracer, kind: str, **args: Any) -> None:
@@ -139,6 +207,7 @@ def save_first_step(tracer: Tracer, optimizer: Any) -> None:
     }
     st["grads"] = grads
     data = {
+        "amp_scale": st.get("amp_scale"),
         "rank": tracer.rank,
         "micro": [m for m in st["micro"] if m["cotangents"] is not None],
         "off": st["off"],
@@ -149,12 +218,42 @@ def save_first_step(tracer: Tracer, optimizer: Any) -> None:
         st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
 
 
+def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch.Tensor:
+    return torch.cat(
+        [
+            (grads[n] if grads.get(n) is not None else torch.zeros_like(p)).flatten().double().cpu()
+            for n, p in named
+        ]
+    )
+
+
+def snapshot_after_backward(tracer: Tracer) -> None:
+    """After every backward before the first step: rank 0 keeps its DDP model's gradients."""
+    st = state(tracer)
+    if tracer.rank != 0 or st["off"] or st["ddp"] is None or tracer.steps:
+        return
+    st["after_backward"] = {
+        n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None)
+        for n, p in st["ddp"].module.named_parameters()
+    }
+
+
 def _replay_rank(model: Any, micros: list[dict[str, Any]], device: torch.device) -> None:
+    modules = list(model.modules())
     for micro in micros:
+        for module, training in zip(modules, micro.get("training", []), strict=False):
+            module.training = training
         torch.set_rng_state(micro["rng"])
         if micro["cuda_rng"] is not None:
             torch.cuda.set_rng_state(micro["cuda_rng"], device)
-        out = model(*_to_device(micro["inputs"], device), **_to_device(micro["kwargs"], device))
+        autocast = micro.get("autocast")
+        context = (
+            torch.autocast(autocast[0], dtype=getattr(torch, autocast[1]))
+            if autocast
+            else contextlib.nullcontext()
+        )
+        with context:
+            out = model(*_to_device(micro["inputs"], device), **_to_device(micro["kwargs"], device))
         leaves = [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
         pairs = [
             (leaf, cot.to(device))
@@ -190,7 +289,6 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         if d.get("off"):
             return {"status": "unavailable", "reason": f"rank {r}: {d['off']}"}
     model = st["model"]
-    model.train(st["ddp"].module.training)
     device = next(model.parameters()).device
     saved_rng = torch.get_rng_state()
     totals: dict[str, torch.Tensor] = {}
@@ -202,27 +300,27 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
             g = p.grad if p.grad is not None else torch.zeros_like(p)
             totals[n] = totals[n] + g if n in totals else g.detach().clone()
     torch.set_rng_state(saved_rng)
+    # A GradScaler multiplied every rank's loss; the optimizer saw the unscaled gradient.
+    amp = {r: float(d.get("amp_scale") or 1.0) for r, d in data.items()}
     for n, p in named:
         p.grad = totals[n] / world
-    _clip(named, st["clip"])
+    # B: rank 0's gradients right after its last backward (DDP's average); A: what its optimizer
+    # got (after any clipping, unscaling or extra reduction the program did in between).
+    after_backward = st.get("after_backward") or st["grads"]
     expected = torch.cat([p.grad.detach().flatten().double().cpu() for _, p in named])
-    actual = torch.cat(
-        [
-            (st["grads"][n] if st["grads"][n] is not None else torch.zeros_like(p))
-            .flatten()
-            .double()
-            .cpu()
-            for n, p in named
-        ]
-    )
+    actual = _flat(after_backward, named)
+    stepped = _flat(st["grads"], named)
     norm_e = float(expected.norm())
     if norm_e == 0.0 or math.isnan(norm_e):
         return {"status": "unavailable", "reason": "the expected first-step gradient is zero"}
     rel = float((actual - expected).norm()) / norm_e
     ratio = float(actual.dot(expected)) / float(expected.dot(expected))
+    bb = float(actual.dot(actual))
+    step_ratio = float(stepped.dot(actual)) / bb if bb else 1.0
+    off_line = float((stepped - step_ratio * actual).norm()) / max(float(stepped.norm()), 1e-30)
     worst_name, worst = None, -1.0
     for n, p in named:
-        a = st["grads"][n]
+        a = after_backward[n]
         e = p.grad.detach().double().cpu()
         a = a.double() if a is not None else torch.zeros_like(e)
         diff = float((a - e).norm()) / max(float(e.norm()), 1e-12)
@@ -238,19 +336,17 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "worst_param": worst_name,
         "micro_steps": {str(r): len(d["micro"]) for r, d in data.items()},
         "synced_micro_steps": {str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
-        "loss_scales": {str(r): [list(m["scales"]) for m in d["micro"]] for r, d in data.items()},
+        "loss_scales": {
+            str(r): [[s / amp[r] for s in m["scales"]] for m in d["micro"]] for r, d in data.items()
+        },
+        "root_scales": {
+            str(r): [m["root_scale"] / amp[r] if m.get("root_scale") else None for m in d["micro"]]
+            for r, d in data.items()
+        },
+        "amp_scale": amp[0] if amp[0] != 1.0 else None,
+        # The optimizer's gradient as a multiple of the after-backward one (clipping, unscaling
+        # and a divided gradient shrink it, an extra sum grows it) and how far off that line.
+        "step_ratio": step_ratio,
+        "step_parallel": off_line < 1e-3,
         "clipped": bool(st["clip"]),
     }
-
-
-def _clip(named: list[tuple[str, torch.Tensor]], clips: list[dict[str, Any]]) -> None:
-    from grader.harness.hooks.optim import ORIGINAL_CLIP_NORM
-
-    params = [p for _, p in named]
-    for clip in clips:
-        if clip["kind"] == "norm" and ORIGINAL_CLIP_NORM:
-            ORIGINAL_CLIP_NORM[0](params, clip["max_norm"], clip.get("norm_type", 2.0))
-        elif clip["kind"] == "value":
-            for p in params:
-                if p.grad is not None:
-                    p.grad.clamp_(-clip["clip_value"], clip["clip_value"])

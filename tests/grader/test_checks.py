@@ -164,10 +164,12 @@ def _grad_run(replay: dict[str, Any]) -> RunView:
 
 
 def test_grad_average_catches_summed_gradients_and_scaled_loss() -> None:
-    summed = judge(
-        "ddp.grad_average", _grad_run(_replay(rel_error=1.0, ratio=2.0, norm_actual=2.0))
-    )
-    assert summed.status == "fail" and "summed" in summed.message and summed.line == 40
+    summed = judge("ddp.grad_average", _grad_run(_replay(step_ratio=2.0, step_parallel=True)))
+    assert summed.status == "fail" and "summed once more" in summed.message and summed.line == 40
+    clipped = _replay(step_ratio=0.3, step_parallel=True, clipped=True)
+    assert judge("ddp.grad_average", _grad_run(clipped)).status == "pass"
+    unsynced = judge("ddp.grad_average", _grad_run(_replay(rel_error=0.4, ratio=1.1)))
+    assert unsynced.status == "fail" and "not averaged" in unsynced.message
     scaled = judge("ddp.grad_average", _grad_run(_replay(loss_scales={"0": [[0.5]], "1": [[0.5]]})))
     assert scaled.status == "fail" and "1/2" in scaled.message
     quarter = [[0.25]] * 4

@@ -59,3 +59,17 @@ def test_cases_cover_every_check_and_style() -> None:
         "dist.cleanup",
     ):
         assert check_id in caught, f"no golden case catches {check_id}"
+
+
+FORK_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
+
+
+@pytest.mark.parametrize("name", FORK_CASES)
+def test_forked_ranks_give_the_same_verdict(
+    name: str, golden_sandbox: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RDV_FORK_RANKS=1 (ranks forked from the warm supervisor) judges like spawned ranks."""
+    monkeypatch.setenv("RDV_FORK_RANKS", "1")
+    result = grade_case(name, golden_sandbox)
+    assert result.error is None, result.error
+    assert mismatch(name, result) is None, [(c.id, c.status, c.message) for c in result.checks]

@@ -87,7 +87,7 @@ def analyze(obj: Any, tracer: Tracer) -> dict[str, Any]:
                 loadable=not missing and not unexpected and not shape_bad,
             )
         else:
-            entry["model"] = any(k.endswith((".weight", ".bias")) for k in stripped)
+            entry["model"] = any(k.rsplit(".", 1)[-1] in ("weight", "bias") for k in stripped)
         found.append(entry)
     info.update(holds="state" if found else "other", state_dicts=found)
     info["model_state"] = any(e.get("model") for e in found)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -83,7 +84,13 @@ def install(tracer: Tracer) -> None:
 
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
+            if tracer.steps == 0:
+                with contextlib.suppress(Exception):
+                    replay.record_backward_root(tracer, args[0] if args else kwargs.get("tensors"))
             out = original(*args, **kwargs)
+            if tracer.steps == 0:
+                with contextlib.suppress(Exception):
+                    replay.snapshot_after_backward(tracer)
             if tracer.state.pop("pending_sync", False):
                 tracer.sync += 1
             return out

@@ -19,7 +19,6 @@ from grader.harness.tracer import Tracer, wrap
 MAX_SUMS = 64
 DIGEST_SAMPLE = 4096  # elements per tensor hashed once a model is large
 LARGE_MODEL = 5_000_000
-ORIGINAL_CLIP_NORM: list[Any] = []
 
 
 def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
@@ -90,7 +89,6 @@ def install(tracer: Tracer) -> None:
     register_optimizer_step_post_hook(post_hook)
 
     clip_grad = torch.nn.utils.clip_grad
-    ORIGINAL_CLIP_NORM.append(clip_grad.clip_grad_norm_)
 
     def make_clip_norm(original: Any) -> Any:
         def clip_grad_norm_(
@@ -108,9 +106,17 @@ def install(tracer: Tracer) -> None:
 
         return clip_grad_value_
 
+    def make_clip_with_norm(original: Any) -> Any:
+        def clip_grads_with_norm_(parameters: Any, max_norm: float, *a: Any, **k: Any) -> Any:
+            replay.record_clip(tracer, "norm", max_norm=float(max_norm))
+            return original(parameters, max_norm, *a, **k)
+
+        return clip_grads_with_norm_
+
     for owner in (torch.nn.utils, clip_grad):
         wrap(owner, "clip_grad_norm_", make_clip_norm)
         wrap(owner, "clip_grad_value_", make_clip_value)
+        wrap(owner, "clip_grads_with_norm_", make_clip_with_norm)
 
     def finish() -> None:
         if tracer.rank == 0:
