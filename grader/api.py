@@ -175,7 +175,8 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
             if launch.nnodes > 1:
                 message = f"As a {launch.nnodes}-node job ({launch.world_size} ranks): {message}"
             else:
-                message = f"With {launch.world_size} ranks: {message}"
+                ranks = "1 rank" if launch.world_size == 1 else f"{launch.world_size} ranks"
+                message = f"With {ranks}: {message}"
         hint = None
         if o.status == "fail":
             hint = localize(job.spec.hints.get(cid), job.locale) or definition.hint

@@ -38,7 +38,8 @@ def render(result: Result) -> str:
     if result.launch:
         la = result.launch
         lines.append(
-            f"  ({la.world_size} ranks, {la.backend} on {la.device}, sandbox {la.sandbox}; "
+            f"  ({la.world_size} rank{'s' if la.world_size != 1 else ''}, {la.backend} on "
+            f"{la.device}, sandbox {la.sandbox}; "
             f"{result.timings_ms.total / 1000:.1f} s)"
         )
     if result.error:
