@@ -107,7 +107,11 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     checks = _combine(job, runs)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
-    deciding = next((r for r in runs if any(o.status == "fail" for o in r[2].values())), runs[-1])
+    # A failing run decides; otherwise the largest launch (the last of equals) speaks for all.
+    largest = max(range(len(runs)), key=lambda i: (runs[i][0].world_size, i))
+    deciding = next(
+        (r for r in runs if any(o.status == "fail" for o in r[2].values())), runs[largest]
+    )
     launch, view, _ = deciding
     failed = [c for c in checks if c.status == "fail"]
     skipped = [c for c in checks if c.status == "skip"]
@@ -166,7 +170,10 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
                 chosen = (launch, o)
                 break
             # Issue 4: a pass at the largest world size (the last run) speaks for all of them.
-            if chosen is None or o.status == "pass":
+            if chosen is None or (
+                o.status == "pass"
+                and (chosen[1].status != "pass" or launch.world_size >= chosen[0].world_size)
+            ):
                 chosen = (launch, o)
         assert chosen is not None
         launch, o = chosen

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import math
 import time
 from typing import Any
@@ -56,6 +57,14 @@ def state(tracer: Tracer) -> dict[str, Any]:
     )
 
 
+def _params_digest(module: Any) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with torch.no_grad():
+        for p in module.parameters():
+            h.update(p.detach().reshape(-1).to("cpu").contiguous().view(torch.uint8).numpy())
+    return h.hexdigest()
+
+
 def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[str, Any] | None:
     """Before a DDP forward of the first step: remember what is needed to replay it."""
     st = state(tracer)
@@ -72,6 +81,7 @@ def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[
             st["off"] = f"the model could not be copied ({type(exc).__name__})"
             return None
         st["ddp"] = ddp
+        st["start_digest"] = _params_digest(ddp.module)
     elif st["ddp"] is not ddp:
         st["off"] = "more than one DDP model ran before the first optimizer step"
         return None
@@ -208,6 +218,7 @@ def save_first_step(tracer: Tracer, optimizer: Any) -> None:
     st["grads"] = grads
     data = {
         "amp_scale": st.get("amp_scale"),
+        "start_digest": st.get("start_digest"),
         "rank": tracer.rank,
         "micro": [m for m in st["micro"] if m["cotangents"] is not None],
         "off": st["off"],
@@ -288,6 +299,13 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     for r, d in data.items():
         if d.get("off"):
             return {"status": "unavailable", "reason": f"rank {r}: {d['off']}"}
+    if len({d.get("start_digest") for d in data.values()}) > 1:
+        # DDP broadcast rank 0's weights, yet the ranks entered the first step with different
+        # ones: ddp.in_sync reports it; a replay from rank 0's weights would mislead.
+        return {
+            "status": "unavailable",
+            "reason": "the ranks began training with different weights",
+        }
     model = st["model"]
     device = next(model.parameters()).device
     saved_rng = torch.get_rng_state()
