@@ -76,6 +76,16 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=r.rank,
                 line=e.get("line"),
             )
+    for rank, e in run.events("iteration"):
+        replicas, srank = e.get("num_replicas"), e.get("sampler_rank")
+        if e.get("distributed") and (replicas != run.world_size or srank != rank):
+            return failed(
+                f"{size.capitalize()}, rank {rank}'s DistributedSampler was built for "
+                f"{replicas} replicas as rank {srank} {where(run, e.get('line'))}: the data is "
+                "not split among the ranks that actually run.",
+                rank=rank,
+                line=e.get("line"),
+            )
     errors = run.events("init_error")
     if errors:
         rank, e = errors[0]

@@ -120,3 +120,24 @@ def test_each_simulated_node_sees_its_own_gpus(monkeypatch: Any) -> None:
     assert [node_env(n, 2)["CUDA_VISIBLE_DEVICES"] for n in (0, 1)] == ["4,5", "6,7"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert node_env(1, 1)["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_launch_env_names_a_sampler_built_for_a_hard_coded_world() -> None:
+    env = {"kind": "x_env", "rank": "0", "local_rank": "0", "world_size": "3"}
+    events = {
+        r: [
+            env,
+            {"kind": "init", "rank": r, "world_size": 3, "line": 5},
+            {
+                "kind": "iteration",
+                "distributed": True,
+                "num_replicas": 2,
+                "sampler_rank": r,
+                "line": 9,
+            },
+            {"kind": "end", "status": "ok"},
+        ]
+        for r in range(3)
+    }
+    out = judge("launch.env", run_of(events))
+    assert out.status == "fail" and "built for 2 replicas" in out.message
