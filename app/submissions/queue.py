@@ -172,11 +172,10 @@ class ProcrastinateBackend:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wakeup, self._stop = asyncio.Event(), asyncio.Event()
-        try:
-            await ensure_schema(self.conninfo)
-            await self.app.open_async()
-        finally:
-            self._ready.set()
+        self._ready.set()  # wake() and stop() work from here on, even while connecting
+        await self._connect()
+        if self._stop.is_set():
+            return
         side: list[asyncio.Task[Any]] = [asyncio.create_task(self._dispatch_forever())]
         if self._results_worker:
             side.append(asyncio.create_task(self._results_forever()))
@@ -185,6 +184,23 @@ class ProcrastinateBackend:
             task.cancel()
         await asyncio.gather(*side, return_exceptions=True)
         await self.app.close_async()
+
+    async def _connect(self) -> None:
+        """Reach the queue's database, retrying while it is down (PostgreSQL still starting)."""
+        assert self._stop is not None
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                await ensure_schema(self.conninfo)
+                await self.app.open_async()
+                return
+            except (OSError, psycopg.Error) as exc:
+                log.error(
+                    "cannot reach the grading queue's database (%s); retrying in %.0f s", exc, delay
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                delay = min(delay * 2, 30.0)
 
     async def _results_forever(self) -> None:
         """The results worker; restarted if it ever stops (e.g. its row was pruned as stalled)."""
