@@ -65,12 +65,19 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
                 elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
             else:
                 elsewhere.append(f"rank {r} went on without it and was last seen {at}")
-        outcome = (
-            "so it hung there until the run was stopped"
-            if run.timed_out
-            else "so it waited there for partners that never came (a hang: here it ended when "
-            "the other ranks exited and closed their connections)"
-        )
+        finished = any((x.end or {}).get("status") == "ok" for x in run.ranks if x.rank in absent)
+        if run.timed_out:
+            outcome = "so it hung there until the run was stopped"
+        elif finished:
+            outcome = (
+                "so it waited there for partners that never came (a hang: here it ended when "
+                "the other ranks finished and closed their connections)"
+            )
+        else:
+            outcome = (
+                "so it waited there for partners that never came (a hang, which the process "
+                "group's timeout ended)"
+            )
         return failed(
             f"consolidate_state_dict was called on {ranks_text(called)} only "
             f"{where(run, line)}; {ranks_text(absent)} never called it. It is a collective: "
