@@ -218,13 +218,13 @@ def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] 
     for rank_s, per_micro in sorted(replay.get("loss_scales", {}).items()):
         scales = []
         for i, found in enumerate(per_micro):
-            # Weighted sums of several losses (0.5 * a + 0.5 * b) are the learner's business.
+            root = (roots.get(rank_s) or [None] * len(per_micro))[i]
             if isinstance(found, list) and len(found) == 1:
                 scales.append(found[0])
-            elif isinstance(found, list) and not found:
-                root = (roots.get(rank_s) or [None] * len(per_micro))[i]
-                if root is not None:
-                    scales.append(root)
+            elif root is not None:
+                # No standard loss, or several (0.5 * a + 0.5 * b is the learner's business):
+                # only the factor applied last to what went into backward counts.
+                scales.append(root)
         if not scales or len(scales) != len(per_micro):
             continue
         k = max(1, int(micro.get(rank_s, 1)))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import statistics
 from typing import Any
 
 from grader.checks.base import (
@@ -84,7 +86,19 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         for a_i, a in enumerate(ranks):
             for b in ranks[a_i + 1 :]:
                 if its[a].get("dataset") != its[b].get("dataset"):
-                    continue  # each rank loaded its own data: equal indices mean other samples
+                    # Each rank built its own dataset: equal indices may be other samples, so
+                    # compare the samples themselves (copies of the same data still overlap).
+                    shared = shared_samples(its[a].get("samples", []), its[b].get("samples", []))
+                    smaller = min(len(its[a].get("samples", [])), len(its[b].get("samples", [])))
+                    if shared > max(pad, 0.05 * smaller, 1):
+                        return failed(
+                            f"Rank {a} and rank {b} both trained on {shared} of the same samples "
+                            f"in epoch {i + 1} (of the {smaller} compared): each rank built its "
+                            "own dataset, but they hold the same samples.",
+                            rank=b,
+                            line=its[b].get("line"),
+                        )
+                    continue
                 common = sets[a] & sets[b]
                 if len(common) > pad:
                     everything = dataset_len is not None and len(common) >= dataset_len
@@ -175,3 +189,32 @@ def _repeated_epoch(its: list[dict[str, Any]]) -> tuple[int, dict[str, Any], boo
         if same_order or (same_sampler and prev.get("epoch") == cur.get("epoch")):
             return n, cur, same_order
     return None
+
+
+def shared_samples(a_rows: list[list[float]], b_rows: list[list[float]]) -> int:
+    """How many samples of `a_rows` have a near-identical sample in `b_rows` (per-sample
+    signatures: the first few numbers of each sample as the training loop received it)."""
+    if not a_rows or not b_rows:
+        return 0
+    width = min(len(a_rows[0]), len(b_rows[0]))
+    if width == 0:
+        return 0
+    columns = list(zip(*(row[:width] for row in a_rows + b_rows), strict=False))
+    # A small share of each column's spread and of its typical size (a constant column's
+    # spread is only the jitter itself).
+    tolerance = [
+        0.02 * statistics.pstdev(col) + 0.002 * statistics.fmean(abs(v) for v in col) + 1e-9
+        for col in columns
+    ]
+    ordered = sorted(row[:width] for row in b_rows)
+    firsts = [row[0] for row in ordered]
+    shared = 0
+    for row in a_rows:
+        lo = bisect.bisect_left(firsts, row[0] - tolerance[0])
+        hi = bisect.bisect_right(firsts, row[0] + tolerance[0])
+        if any(
+            all(abs(x - y) <= t for x, y, t in zip(row, other, tolerance, strict=False))
+            for other in ordered[lo:hi]
+        ):
+            shared += 1
+    return shared

@@ -187,3 +187,18 @@ def test_helpers() -> None:
     assert index_ranges([5, 0, 1, 2, 9]) == "0-2, 5, 9"
     dump = '  File "/x/site.py", line 3 in g\n  File "/work/main.py", line 8 in f\n'
     assert stack_line(dump, "/work/main.py") == 8
+
+
+def test_copies_of_the_same_samples_overlap_across_different_datasets() -> None:
+    rows = [[float(i), float(i % 7), float(i % 5), 1.0] for i in range(40)]
+    jittered = [[v + 0.001 for v in row] for row in rows]
+    other = [[float(i) + 0.5, 3.0, 2.0, -1.0] for i in range(40)]
+
+    def its(samples: list[list[float]], data: str) -> dict[str, Any]:
+        return iteration(list(range(40)), 0, dataset=data, dataset_len=40, samples=samples)
+
+    copies = run_of([start(0), its(rows, "a"), end()], [start(1), its(jittered, "b"), end()])
+    out = judge("sampler.shards", copies)
+    assert out.status == "fail" and "40 of the same samples" in out.message
+    shards = run_of([start(0), its(rows, "a"), end()], [start(1), its(other, "b"), end()])
+    assert judge("sampler.shards", shards).status == "pass"
