@@ -170,9 +170,14 @@ class Supervisor:
         self.tailer.stop()
         report = self.build_report()
         path = Path(f".rdv-report-{self.cfg['nonce']}.json")
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(report, separators=(",", ":")))
-        os.replace(tmp, path)
+        text = json.dumps(report, separators=(",", ":"))
+        try:
+            _write(path, text)
+        except OSError:
+            # The program filled the job dir: its files are no longer needed (the checkpoints
+            # were inspected), the report is.
+            _free_job_dir(keep={"main.py"})
+            _write(path, text)
         self.frames.send(kind="done")
 
     def build_report(self) -> dict[str, Any]:
@@ -216,6 +221,21 @@ class Supervisor:
             "checkpoints": checkpoints,
             "duration_s": time.monotonic() - self.started,
         }
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _free_job_dir(keep: set[str]) -> None:
+    for root, _dirs, files in os.walk(".", topdown=False, followlinks=False):
+        for name in files:
+            if root == "." and name in keep:
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, name))
 
 
 def _read_stack(trace_dir: Path, rank: int) -> str | None:

@@ -53,3 +53,18 @@ def test_a_program_that_kills_itself_is_a_learner_failure_not_an_error() -> None
     assert result.status == "fail"
     check = result.checks[0]
     assert check.rank == 1 and "SIGKILL" in check.message
+
+
+def test_a_program_that_fills_the_job_dir_still_gets_a_result() -> None:
+    code = (
+        "import os\n"
+        "for i in range(1000):\n"
+        "    try:\n"
+        "        with open(f'fill-{os.environ[\"RANK\"]}-{i}.bin', 'wb') as f:\n"
+        "            f.write(b'x' * (1 << 20))\n"
+        "    except OSError:\n"
+        "        break\n"
+        "print('filled', i)\n"
+    )
+    result = grade(_job(code, disk_mb=16), sandbox="bwrap")
+    assert result.status == "pass", result
