@@ -100,6 +100,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                         )
                     continue
                 common = sets[a] & sets[b]
+                if len(common) > pad and _different_samples(its[a], its[b], pad):
+                    continue  # equal indices, other samples: each rank's own (custom) dataset
                 if len(common) > pad:
                     everything = dataset_len is not None and len(common) >= dataset_len
                     what = (
@@ -189,6 +191,19 @@ def _repeated_epoch(its: list[dict[str, Any]]) -> tuple[int, dict[str, Any], boo
         if same_order or (same_sampler and prev.get("epoch") == cur.get("epoch")):
             return n, cur, same_order
     return None
+
+
+def _different_samples(a: dict[str, Any], b: dict[str, Any], pad: int) -> bool:
+    """Both ranks' batches were seen and hardly any sample of one is among the other's."""
+    if str(a.get("dataset", "")).startswith("t:"):
+        return False  # the same tensors on both ranks: equal indices are equal samples
+    sa, sb = a.get("samples") or [], b.get("samples") or []
+    if len(sa) < 8 or len(sb) < 8:
+        return False
+    # Two passes over the same data share about len(sa) * len(sb) / n samples even when only
+    # a part of each was recorded; each rank's own shard shares none.
+    n = a.get("dataset_len") or max(len(sa), len(sb))
+    return shared_samples(sa, sb) <= max(pad, 0.5 * len(sa) * len(sb) / max(n, 1))
 
 
 def shared_samples(a_rows: list[list[float]], b_rows: list[list[float]]) -> int:

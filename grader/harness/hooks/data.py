@@ -87,7 +87,9 @@ def _fingerprint(dataset: Any) -> str:
             flat = t.detach().reshape(-1)[:4096].to("cpu").contiguous()
             h.update(str(tuple(t.shape)).encode())
             h.update(flat.view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+    # "t:" the tensors themselves were hashed (equal means the same data); "w:" only the type and
+    # length were (equal says little).
+    return ("t:" if getattr(dataset, "tensors", None) else "w:") + h.hexdigest()
 
 
 def _signature(batch: Any) -> list[list[float]]:
