@@ -101,8 +101,20 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
         checks_ms += int((time.monotonic() - t1) * 1000)
         runs.append((launch, view, outcomes))
-        if any(o.status == "fail" for o in outcomes.values()):
-            break
+        completed = outcomes.get("run.completed")
+        if completed is not None and completed.status == "fail":
+            break  # a program that cannot run to the end here gets no other world size
+    # Some checks compare world sizes (a loss scale that follows the world size is a division by
+    # it; a constant is not): judge every run again, knowing the others.
+    judged = [view for _, view, _ in runs]
+    for view in judged:
+        view.siblings = [other for other in judged if other is not view]
+    t1 = time.monotonic()
+    runs = [
+        (launch, view, {cid: _evaluate(cid, view, job) for cid in job.spec.checks})
+        for launch, view, _ in runs
+    ]
+    checks_ms += int((time.monotonic() - t1) * 1000)
     emit(GradeEvent(kind="status", data={"status": "checking"}))
     checks = _combine(job, runs)
     for c in checks:

@@ -81,6 +81,8 @@ class RunView:
     nnodes: int = 1
     faults: list[dict[str, Any]] = field(default_factory=list)
     reference: RunView | None = None
+    # The other judged launches of the same submission (other world sizes).
+    siblings: list[RunView] = field(default_factory=list)
 
     def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
         return [(r.rank, e) for r in self.ranks for e in r.of(kind)]

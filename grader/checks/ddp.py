@@ -191,6 +191,8 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     if world > 1:
         bad = _world_scaled_loss(replay, world)
+        if bad is not None and _constant_across_world_sizes(run, bad[1]):
+            bad = None  # the same factor at another world size: a constant, not a division
         if bad is not None:
             rank, scale = bad
             return failed(
@@ -233,4 +235,28 @@ def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] 
             continue
         if all(_close(s * world, 1.0) or _close(s * world * k, 1.0) for s in scales):
             return int(rank_s), scales[0]
+    return None
+
+
+def _constant_across_world_sizes(run: RunView, scale: float) -> bool:
+    """Another world size's run applied the same loss factor (e.g. 0.5 * MSE at 1 and 2 ranks)."""
+    for other in run.siblings:
+        if other.world_size == run.world_size or not other.ranks:
+            continue
+        replay = other.ranks[0].first("replay")
+        if not replay or replay.get("status") != "ok":
+            continue
+        found = _first_scale(replay)
+        if found is not None and _close(found, scale):
+            return True
+    return False
+
+
+def _first_scale(replay: dict[str, Any]) -> float | None:
+    per_micro = replay.get("loss_scales", {}).get("0") or []
+    roots = replay.get("root_scales", {}).get("0") or []
+    if per_micro and isinstance(per_micro[0], list) and len(per_micro[0]) == 1:
+        return float(per_micro[0][0])
+    if roots and roots[0] is not None:
+        return float(roots[0])
     return None
