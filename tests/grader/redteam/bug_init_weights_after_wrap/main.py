@@ -1,0 +1,55 @@
+import os
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def setup():
+    cuda = torch.cuda.is_available()
+    local = int(os.environ["LOCAL_RANK"])
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return torch.device("cuda", local) if cuda else torch.device("cpu")
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(256, 10, generator=g), torch.randn(256, 1, generator=g))
+
+
+def init_weights(m):
+    if isinstance(m, nn.Linear):
+        nn.init.kaiming_uniform_(m.weight, nonlinearity="relu")
+        nn.init.zeros_(m.bias)
+
+
+def main():
+    device = setup()
+    torch.manual_seed(dist.get_rank())  # per-rank seed for data augmentation noise
+    try:
+        ds = data()
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, batch_size=16, sampler=sampler)
+        model = DDP(nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 1)).to(device),
+                    device_ids=[device.index] if device.type == "cuda" else None)
+        model.apply(init_weights)  # after wrapping: DDP's initial broadcast is already over
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                x = x + 0.01 * torch.randn_like(x)
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x.to(device)), y.to(device)).backward()
+                opt.step()
+        if dist.get_rank() == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+import os
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def setup():
+    cuda = torch.cuda.is_available()
+    local = int(os.environ["LOCAL_RANK"])
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return torch.device("cuda", local) if cuda else torch.device("cpu")
+
+
+def data():
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(256, 10, generator=g), torch.randn(256, 1, generator=g))
+
+
+class WithLoss(nn.Module):
+    """Hugging Face style: forward(x, labels) returns the loss itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, x, labels=None):
+        pred = self.net(x)
+        loss = nn.functional.mse_loss(pred, labels) if labels is not None else None
+        return loss, pred
+
+
+def main():
+    device = setup()
+    try:
+        ds = data()
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, batch_size=16, sampler=sampler)
+        torch.manual_seed(0)
+        model = DDP(WithLoss().to(device), device_ids=[device.index] if device.type == "cuda" else None)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                opt.zero_grad()
+                loss, _ = model(x.to(device), labels=y.to(device))
+                loss.backward()
+                opt.step()
+        if dist.get_rank() == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
