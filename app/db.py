@@ -36,15 +36,26 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite opens transactions lazily, before the first write: a SAVEPOINT issued first
+    # would then commit for real when released. Take transaction control from the driver and
+    # emit BEGIN ourselves (SQLAlchemy's documented recipe), so savepoints nest properly.
+    # IMMEDIATE: a transaction that reads then writes would otherwise fail at once with
+    # "database is locked" when another connection wrote in between (no busy wait applies).
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 @lru_cache

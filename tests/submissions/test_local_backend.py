@@ -190,13 +190,6 @@ def test_a_rolled_back_submission_is_never_graded(
     uow: SessionFactory, db_backend: str, request: pytest.FixtureRequest
 ) -> None:
     """Backends take only committed rows: a request that fails after the insert queues nothing."""
-    if db_backend == "sqlite":
-        # pysqlite opens no transaction before a SAVEPOINT, so a begin_nested() that comes
-        # before any other write commits at RELEASE. app/db.py needs SQLAlchemy's documented
-        # recipe (isolation_level=None on connect, emit BEGIN on begin); strict: a fix flips this.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="app/db.py: pysqlite SAVEPOINT commits")
-        )
     with pytest.raises(RuntimeError), uow() as session:
         user = create_user(session)
         service.submit(
