@@ -126,7 +126,11 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
             batch = int(its[0].get("batch_size") or 1)
             allowed = run.world_size * batch + run.world_size
             unseen = dataset_len - len(union)
-            if unseen > allowed and all(it["count"] == len(it["indices"]) for it in its.values()):
+            complete = all(
+                it["count"] == len(it["indices"]) and it.get("exhausted", False)
+                for it in its.values()
+            )  # a pass left early (a step cap) or indices beyond the cap: coverage unknown
+            if unseen > allowed and complete:
                 missing = sorted(set(range(dataset_len)) - union)
                 return failed(
                     f"In epoch {i + 1} {'the ranks together' if len(its) > 1 else 'rank 0'} "

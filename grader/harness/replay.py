@@ -109,17 +109,32 @@ def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[
     return micro
 
 
-def attach_output(micro: dict[str, Any], output: Any) -> None:
-    """Record the gradient that backward sends into each output tensor of the forward."""
-    leaves = [v for v in pytree.tree_leaves(output) if isinstance(v, torch.Tensor)]
-    micro["cotangents"] = [None] * len(leaves)
-    for i, leaf in enumerate(leaves):
-        if leaf.requires_grad:
+class _Boundary(torch.autograd.Function):
+    """Identity on a forward output; its backward records the gradient that came from outside
+    the forward (a loss computed inside the model from another output does not count twice)."""
 
-            def hook(grad: torch.Tensor, i: int = i) -> None:
-                micro["cotangents"][i] = grad.detach().to("cpu", copy=True)
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, micro: dict[str, Any], index: int) -> torch.Tensor:
+        ctx.micro, ctx.index = micro, index
+        return tensor.clone()
 
-            leaf.register_hook(hook)
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        seen = ctx.micro["cotangents"][ctx.index]
+        g = grad.detach().to("cpu", copy=True)
+        ctx.micro["cotangents"][ctx.index] = g if seen is None else seen + g
+        return grad, None, None
+
+
+def attach_output(micro: dict[str, Any], output: Any) -> Any:
+    """The forward's output, each tensor behind a boundary that records its cotangent."""
+    leaves, spec = pytree.tree_flatten(output)
+    tensors = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
+    micro["cotangents"] = [None] * len(tensors)
+    for k, i in enumerate(tensors):
+        if leaves[i].requires_grad:
+            leaves[i] = _Boundary.apply(leaves[i], micro, k)
+    return pytree.tree_unflatten(leaves, spec)
 
 
 def _autocast_state(device_type: str) -> tuple[str, str] | None:

@@ -140,6 +140,11 @@ def install(tracer: Tracer) -> None:
             local.in_loader = True
             try:
                 indices = original(self)
+            except StopIteration:
+                known = by_loader_iter.get(id(self))
+                if known is not None and known[0] is self._sampler_iter:
+                    known[1]["exhausted"] = True  # the pass ran to the end of its sampler
+                raise
             finally:
                 local.in_loader = False
             sampler_iter = self._sampler_iter

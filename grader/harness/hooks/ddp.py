@@ -65,7 +65,7 @@ def install(tracer: Tracer) -> None:
             out = original(self, *inputs, **kwargs)
             if micro is not None:
                 try:
-                    replay.attach_output(micro, out)
+                    out = replay.attach_output(micro, out)
                 except Exception as exc:
                     replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
             return out
