@@ -13,11 +13,8 @@ def _name(path: str | None) -> str:
 
 
 def model_saves(run: RunView) -> list[tuple[int, dict[str, Any]]]:
-    return [
-        (r, e)
-        for r, e in run.events("save")
-        if e.get("ok") and e.get("model_state") and e.get("path")
-    ]
+    """Every torch.save of the model, to a path, a file object or an in-memory buffer."""
+    return [(r, e) for r, e in run.events("save") if e.get("ok") and e.get("model_state")]
 
 
 @check(

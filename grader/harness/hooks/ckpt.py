@@ -20,6 +20,11 @@ def _path(f: Any) -> str | None:
         return os.path.abspath(os.fspath(f))
     except TypeError:
         name = getattr(f, "name", None)
+        if isinstance(name, int):  # os.fdopen(fd): the file the descriptor points at
+            try:
+                name = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                return None
         return os.path.abspath(name) if isinstance(name, str) else None
 
 
