@@ -48,9 +48,14 @@ def bare_torchrun(code: str, world_size: int) -> float:
         return elapsed
 
 
-def graded(code: str, sandbox: str | None, fork: bool) -> tuple[float, str, dict[str, int]]:
+def graded(
+    code: str, sandbox: str | None, fork: bool, one_launch: bool = False
+) -> tuple[float, str, dict[str, int]]:
     os.environ[FORK_ENV] = "1" if fork else "0"
-    job = Job(exercise=EXERCISE, code=code, spec=load_spec(EXERCISE), submission_id="bench")
+    spec = load_spec(EXERCISE)
+    if one_launch:  # only the first world size: the cost of one graded launch
+        spec.launch.world_sizes = spec.launch.world_sizes[:1]
+    job = Job(exercise=EXERCISE, code=code, spec=spec, submission_id="bench")
     start = time.monotonic()
     result = grade(job, sandbox=sandbox)
     elapsed = time.monotonic() - start
@@ -68,24 +73,29 @@ def main(argv: list[str]) -> int:
     bare: list[float] = []
     spawned: list[float] = []
     forked: list[float] = []
+    single: list[float] = []
     for i in range(repeat):
         bare.append(bare_torchrun(code, world_size))
         seconds, used, timings = graded(code, sandbox, fork=False)
         spawned.append(seconds)
         forked.append(graded(code, sandbox, fork=True)[0])
+        single.append(graded(code, sandbox, fork=False, one_launch=True)[0])
         print(
             f"  run {i + 1}: bare torchrun {bare[-1]:.2f} s | graded ({used}) {seconds:.2f} s "
             f"[launch {timings['run'] / 1000:.2f} s, checks {timings['checks']} ms] | "
-            f"graded, ranks forked from the supervisor {forked[-1]:.2f} s",
+            f"graded, ranks forked from the supervisor {forked[-1]:.2f} s | "
+            f"one graded launch {single[-1]:.2f} s",
             flush=True,
         )
     b = statistics.median(bare)
-    s, f = statistics.median(spawned), statistics.median(forked)
+    s, f, one = statistics.median(spawned), statistics.median(forked), statistics.median(single)
+    sizes = load_spec(EXERCISE).launch.world_sizes
     print(
         f"grading latency, lesson-2 solution, {world_size} ranks, n={repeat}, "
         f"load average {os.getloadavg()[0]:.1f}:\n"
         f"  bare torchrun          {b:6.2f} s  1.00x\n"
-        f"  graded (ranks spawned) {s:6.2f} s  {s / b:.2f}x\n"
-        f"  graded (ranks forked)  {f:6.2f} s  {f / b:.2f}x"
+        f"  graded, world sizes {sizes} (ranks spawned) {s:6.2f} s  {s / b:.2f}x\n"
+        f"  graded, world sizes {sizes} (ranks forked)  {f:6.2f} s  {f / b:.2f}x\n"
+        f"  graded, one launch of {world_size} ranks (spawned) {one:6.2f} s  {one / b:.2f}x"
     )
     return 0
