@@ -79,9 +79,12 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         its = {rank: v[i] for rank, v in epochs.items()}
         sets = {rank: set(it["indices"]) for rank, it in its.items()}
         dataset_len = its[0].get("dataset_len")
+        # What the loader could hand out: a Subset (e.g. random_split) is smaller than the
+        # dataset its indices point into.
+        loader_len = its[0].get("loader_len") or dataset_len
         pad = 0
-        if dataset_len and its[0].get("distributed") and not its[0].get("drop_last"):
-            pad = math.ceil(dataset_len / run.world_size) * run.world_size - dataset_len
+        if loader_len and its[0].get("distributed") and not its[0].get("drop_last"):
+            pad = math.ceil(loader_len / run.world_size) * run.world_size - loader_len
         ranks = sorted(sets)
         for a_i, a in enumerate(ranks):
             for b in ranks[a_i + 1 :]:
@@ -121,21 +124,25 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                         line=its[b].get("line"),
                     )
         same_data = len({it.get("dataset") for it in its.values()}) == 1
-        if dataset_len and same_data:
+        if loader_len and same_data:
             union = set().union(*sets.values())
             batch = int(its[0].get("batch_size") or 1)
             allowed = run.world_size * batch + run.world_size
-            unseen = dataset_len - len(union)
+            unseen = loader_len - len(union)
             complete = all(
                 it["count"] == len(it["indices"]) and it.get("exhausted", False)
                 for it in its.values()
             )  # a pass left early (a step cap) or indices beyond the cap: coverage unknown
             if unseen > allowed and complete:
-                missing = sorted(set(range(dataset_len)) - union)
+                unseen_indices = sorted(set(range(loader_len)) - union)
+                missing = (
+                    ""
+                    if its[0].get("mapped")
+                    else f"; no rank saw indices {index_ranges(unseen_indices)}"
+                )
                 return failed(
                     f"In epoch {i + 1} {'the ranks together' if len(its) > 1 else 'rank 0'} "
-                    f"saw only {len(union)} of the "
-                    f"{dataset_len} samples; no rank saw indices {index_ranges(missing)}.",
+                    f"saw only {len(union)} of the {loader_len} samples{missing}.",
                     rank=0,
                     line=its[0].get("line"),
                 )

@@ -154,8 +154,11 @@ def install(tracer: Tracer) -> None:
                 root, mapping = _root_dataset(self._dataset)
                 try:
                     info["dataset_len"] = len(root)
+                    # What this loader can hand out (a Subset is smaller than its dataset).
+                    info["loader_len"] = len(self._dataset)
                 except Exception:
                     info["dataset_len"] = None
+                info["mapped"] = mapping is not None
                 try:
                     info["dataset"] = _fingerprint(root)
                 except Exception:
