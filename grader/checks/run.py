@@ -86,6 +86,8 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     missing = [r for r in run.ranks if r.end is None]
     if missing:
+        # Ranks the launcher stopped (SIGTERM) because another one died come last.
+        missing.sort(key=lambda r: r.exit_code == -signal.SIGTERM)
         r = missing[0]
         if r.exit_code is not None and r.exit_code < 0:
             why = f"was killed by {_signal_name(r.exit_code)}"

@@ -202,3 +202,9 @@ def test_copies_of_the_same_samples_overlap_across_different_datasets() -> None:
     assert out.status == "fail" and "40 of the same samples" in out.message
     shards = run_of([start(0), its(rows, "a"), end()], [start(1), its(other, "b"), end()])
     assert judge("sampler.shards", shards).status == "pass"
+
+
+def test_the_rank_that_died_is_named_not_the_one_the_launcher_stopped() -> None:
+    run = run_of([start(0)], [start(1)], exit_codes=[-15, -9])
+    out = judge("run.completed", run)
+    assert out.status == "fail" and out.rank == 1 and "SIGKILL" in out.message
