@@ -300,7 +300,21 @@ def wait_for_config(idle_seconds: float) -> Path | None:
     return None
 
 
+def _make_undumpable() -> None:
+    """Keep our memory (the report nonce among it) out of the learner's reach.
+
+    The learner's ranks run as our uid, so without this they could read /proc/1/mem, maps and
+    environ. Ranks started by exec are dumpable again (execve resets the flag), which is harmless.
+    """
+    import ctypes
+
+    pr_set_dumpable = 4
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
 def main(argv: list[str]) -> int:
+    _make_undumpable()
     if len(argv) == 1 and argv[0].startswith("--wait="):
         preload()
         print(READY, flush=True)

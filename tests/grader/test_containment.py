@@ -266,11 +266,6 @@ def test_signals_to_the_supervisor_are_the_learners_fault() -> None:
     assert_learner_fail(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the supervisor (pid 1, same uid as the learner) is dumpable: its memory, and so the "
-    "report nonce, is readable through /proc/1/mem; it should call prctl(PR_SET_DUMPABLE, 0)",
-)
 def test_the_supervisors_memory_is_out_of_reach() -> None:
     result = grade_hostile(
         """
