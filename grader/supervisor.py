@@ -84,6 +84,7 @@ class Supervisor:
     def _launch(self) -> None:
         logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
         from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+        from torch.distributed.elastic.multiprocessing.api import SignalException
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -127,6 +128,11 @@ class Supervisor:
             elastic_launch(config, entrypoint)(*args)
         except ChildFailedError as exc:
             self.failures = {int(r): f.exitcode for r, f in exc.failures.items()}
+        except SignalException as exc:
+            # Only code inside the sandbox can signal us, so this is the learner's program: the
+            # launcher stopped every rank, and each counts as killed by that signal.
+            code = 128 + int(exc.sigval)
+            self.failures = {rank: code for rank in range(int(cfg["world_size"]))}
         except Exception as exc:  # the launcher itself failed: a platform fault unless we killed it
             if not self.timed_out:
                 self.launch_error = f"{type(exc).__name__}: {exc}"

@@ -214,11 +214,6 @@ def test_killing_the_supervisor_is_the_learners_fault() -> None:
     assert_learner_fail(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the supervisor writes its report into the work dir and /tmp, which the learner can "
-    "fill (same uid): it needs space reserved up front (grader core, not the sandbox)",
-)
 def test_filling_the_disk_is_the_learners_fault() -> None:
     result = grade_hostile(
         """
@@ -245,12 +240,6 @@ def test_result_of_a_hostile_run_is_plain_json() -> None:
     json.loads(result.model_dump_json())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="torch's elastic agent in the supervisor turns SIGINT/SIGTERM/SIGHUP/SIGQUIT into "
-    "SignalException, reported as a launch error; the learner is the only possible sender "
-    "(grader core: map it to a learner fault)",
-)
 def test_signals_to_the_supervisor_are_the_learners_fault() -> None:
     result = grade_hostile(
         """
