@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("migrate", help="apply the database migrations and exit")
     args = parser.parse_args(argv)
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     from app.migrate import upgrade
 
     if args.command == "migrate":

@@ -34,7 +34,8 @@ class Settings(BaseSettings):
         ):
             raise ValueError(
                 "RDV_SECRET_KEY must be set to a random string of at least 32 characters "
-                "in production (for example: python -c 'import secrets; print(secrets.token_urlsafe(48))')"
+                "in production (for example: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(48))')"
             )
         return self
 

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 MAX_CODE_BYTES = 64 * 1024
 RESULT_VERSION = 1
 
-# A text the lesson author may translate: a plain (English) string or {en: ..., tr: ..., pt-BR: ...}.
+# A text the lesson author may translate: a plain (English) string or
+# {en: ..., tr: ..., pt-BR: ...}.
 LocalizedText = str | dict[str, str]
 
 
