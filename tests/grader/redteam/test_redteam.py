@@ -26,6 +26,22 @@ HERE = Path(__file__).parent
 EXERCISE = "ddp-fundamentals/train"
 CASES = sorted(p.name for p in HERE.iterdir() if (p / "expected.json").is_file())
 
+# Misgrades found and not fixed yet: each is a grader defect, pinned strictly so a fix flips it.
+KNOWN_MISGRADES = {
+    "ok_initial_grad_norm_probe": (
+        "grader/harness/replay.py adds a probe forward/backward made before zero_grad() into the "
+        "first step's replay; drop recorded forwards when every DDP gradient was cleared"
+    ),
+}
+
+
+def _case_param(name: str) -> Any:
+    if name in KNOWN_MISGRADES:
+        return pytest.param(
+            name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISGRADES[name])
+        )
+    return name
+
 
 def _expected(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((HERE / name / "expected.json").read_text())
@@ -62,7 +78,7 @@ def test_cases_are_well_formed() -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [_case_param(name) for name in CASES])
 def test_redteam_case(name: str) -> None:
     exp = _expected(name)
     job = Job(
