@@ -1,25 +1,19 @@
-"""Page tests: the shared `client` fixture, on SQLite only (the pages own no tables; the
-database tests of the domains that do run on both backends)."""
+"""Page tests: the shared `client` fixture, on SQLite unless a module asks for both backends.
+
+Most pages own no tables, so one backend is enough; a module whose pages show or record a
+learner's progress overrides `db_backend` to run on PostgreSQL too (see test_progress_pages.py).
+The databases come from the root conftest's `migrated_urls`: an SQLite-only override here
+poisoned the session-scoped `engines` for every later test in the same process (tests/auth then
+failed with KeyError: 'postgres' when run together with tests/web).
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from tests.content.conftest import lessons_copy, use_lessons
 
 __all__ = ["lessons_copy", "use_lessons"]
-
-
-@pytest.fixture(scope="session")
-def migrated_urls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    from app.migrate import upgrade
-
-    sqlite_path: Path = tmp_path_factory.mktemp("web-db") / "test.db"
-    url = f"sqlite:///{sqlite_path}"
-    upgrade(url)
-    return {"sqlite": url}
 
 
 @pytest.fixture
