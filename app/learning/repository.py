@@ -88,6 +88,11 @@ def lessons_changed_since(session: Session, user_id: uuid.UUID, since: int) -> l
     )
 
 
+def lessons_of_learner(session: Session, user_id: uuid.UUID) -> dict[str, LessonProgress]:
+    rows = session.scalars(select(LessonProgress).where(LessonProgress.user_id == user_id))
+    return {row.lesson_id: row for row in rows}
+
+
 def get_lesson(session: Session, user_id: uuid.UUID, lesson_id: str) -> LessonProgress | None:
     return session.get(LessonProgress, (user_id, lesson_id))
 

@@ -34,6 +34,7 @@ from app.learning.schemas import (
     RejectedEvent,
     StepEvent,
 )
+from app.learning.standing import LessonStanding, lesson_standing
 
 # A device whose clock runs ahead must not pin its "last position" forever.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
@@ -217,6 +218,23 @@ def lesson_progress(
     """One lesson's merged progress (for the lesson page), or None if the learner has none."""
     row = repository.get_lesson(session, user_id, lesson_id)
     return to_public(row) if row is not None else None
+
+
+def course_standing(session: Session, user_id: uuid.UUID) -> dict[str, LessonStanding]:
+    """The learner's standing in every lesson that loads (for the course page), by lesson id."""
+    rows = repository.lessons_of_learner(session, user_id)
+    standings = {}
+    for lesson_id, loaded in content.get_catalog().lessons.items():
+        row = rows.get(lesson_id)
+        lesson = loaded.lesson
+        standings[lesson_id] = lesson_standing(
+            row.state if row is not None else None,
+            lesson_id=lesson_id,
+            step_ids=[step.id for step in lesson.steps],
+            question_ids=[question.id for question in lesson.quiz],
+            exercise_slugs=[exercise.id for exercise in lesson.exercises],
+        )
+    return standings
 
 
 def record_exercise_result(
