@@ -65,11 +65,35 @@ def _params_digest(module: Any) -> str:
     return h.hexdigest()
 
 
+def _backward_ran(micro: dict[str, Any]) -> bool:
+    return any(c is not None for c in micro.get("cotangents") or [])
+
+
+def _gradients_cleared(module: Any) -> bool:
+    """Every parameter's gradient is None or zero (zero_grad, set_to_none, or by hand)."""
+    with torch.no_grad():
+        return all(p.grad is None or not bool(p.grad.any()) for p in module.parameters())
+
+
+def drop_cleared(tracer: Tracer) -> None:
+    """The DDP model's gradients were all cleared: forward passes whose backward already ran
+    (a probe before training, an earlier LBFGS evaluation) no longer count towards the first
+    step. Micro-steps of gradient accumulation keep their gradients and so are kept."""
+    st = state(tracer)
+    if st["off"] or st.get("saved") or st["ddp"] is None:
+        return
+    if any(_backward_ran(m) for m in st["micro"]) and _gradients_cleared(st["ddp"].module):
+        st["micro"] = [m for m in st["micro"] if not _backward_ran(m)]
+
+
 def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[str, Any] | None:
     """Before a DDP forward of the first step: remember what is needed to replay it."""
     st = state(tracer)
-    if st["off"] or not torch.is_grad_enabled():
+    if st["off"] or st.get("saved") or not torch.is_grad_enabled():
         return None
+    drop_cleared(tracer)
+    if st["ddp"] is not None and not st["micro"]:
+        st["ddp"] = None  # everything before was cleared: replay from the weights as they are now
     if st["ddp"] is None:
         numel = sum(p.numel() for p in ddp.module.parameters())
         if numel > MAX_REPLAY_PARAMS:
@@ -150,7 +174,7 @@ def _autocast_state(device_type: str) -> tuple[str, str] | None:
 def record_loss_scale(tracer: Tracer, loss: Any) -> None:
     """A standard loss function returned `loss`: record the factor applied to it before backward."""
     st = state(tracer)
-    if st["off"] or not st["micro"] or tracer.steps:
+    if st["off"] or st.get("saved") or not st["micro"] or tracer.steps:
         return
     if not isinstance(loss, torch.Tensor) or not loss.requires_grad or loss.dim() != 0:
         return
@@ -204,7 +228,10 @@ def root_scale(loss: Any) -> float | None:
 def record_backward_root(tracer: Tracer, tensors: Any) -> None:
     """Before a backward of the first step: the scale put on the loss after it was computed."""
     st = state(tracer)
-    if st["off"] or not st["micro"] or tracer.steps:
+    if st["off"] or st.get("saved") or not st["micro"] or tracer.steps:
+        return
+    drop_cleared(tracer)
+    if not st["micro"]:
         return
     micro = st["micro"][-1]
     if micro.get("root_scale") is None:
@@ -244,6 +271,23 @@ def save_first_step(tracer: Tracer, optimizer: Any) -> None:
         st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
 
 
+def saving_closure(tracer: Tracer, optimizer: Any, closure: Any) -> Any:
+    """`optimizer.step(closure)`: the closure computes the gradient inside the step (LBFGS calls
+    it several times, moving the weights in between). The first call's gradient, taken at the
+    starting weights, is the first step's: save it as soon as that call returns."""
+
+    def first_step_closure(*args: Any, **kwargs: Any) -> Any:
+        out = closure(*args, **kwargs)
+        if tracer.steps == 0 and not state(tracer).get("saved"):
+            try:
+                save_first_step(tracer, optimizer)
+            except Exception as exc:
+                state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        return out
+
+    return first_step_closure
+
+
 def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch.Tensor:
     return torch.cat(
         [
@@ -256,7 +300,7 @@ def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch
 def snapshot_after_backward(tracer: Tracer) -> None:
     """After every backward before the first step: rank 0 keeps its DDP model's gradients."""
     st = state(tracer)
-    if tracer.rank != 0 or st["off"] or st["ddp"] is None or tracer.steps:
+    if tracer.rank != 0 or st["off"] or st.get("saved") or st["ddp"] is None or tracer.steps:
         return
     st["after_backward"] = {
         n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None)

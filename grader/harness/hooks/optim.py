@@ -56,12 +56,21 @@ def install(tracer: Tracer) -> None:
         frac = sum(id(p) in by_id for p in params) / max(1, len(params))
         return names, frac
 
-    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if tracer.steps == 0:
-            try:
-                replay.save_first_step(tracer, optimizer)
-            except Exception as exc:
-                replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        if tracer.steps != 0 or replay.state(tracer).get("saved"):
+            return None
+        # args[0] is the optimizer itself; a closure computes the gradient inside the step.
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if callable(closure):
+            wrapped = replay.saving_closure(tracer, optimizer, closure)
+            if "closure" in kwargs:
+                return args, {**kwargs, "closure": wrapped}
+            return (args[0], wrapped, *args[2:]), kwargs
+        try:
+            replay.save_first_step(tracer, optimizer)
+        except Exception as exc:
+            replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        return None
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         index = optimizers.setdefault(id(optimizer), len(optimizers))

@@ -4,6 +4,8 @@ Each folder holds a learner program `main.py` and `expected.json`:
 {"status": "pass" | "fail", "failing": [check ids that must fail],
  "why": "one sentence",
  "may_also_fail": [check ids allowed to fail as well (optional)],
+ "passing": [check ids that must pass, not merely be skipped (optional)],
+ "message_contains": [substrings every listed failing check's message must hold (optional)],
  "spec": {partial ExerciseSpec overrides, e.g. {"limits": {"wall_seconds": 30}} (optional)}}
 
 A correct program must pass with every check `pass` or `skip`; a wrong one must fail with at
@@ -27,12 +29,7 @@ EXERCISE = "ddp-fundamentals/train"
 CASES = sorted(p.name for p in HERE.iterdir() if (p / "expected.json").is_file())
 
 # Misgrades found and not fixed yet: each is a grader defect, pinned strictly so a fix flips it.
-KNOWN_MISGRADES = {
-    "ok_initial_grad_norm_probe": (
-        "grader/harness/replay.py adds a probe forward/backward made before zero_grad() into the "
-        "first step's replay; drop recorded forwards when every DDP gradient was cleared"
-    ),
-}
+KNOWN_MISGRADES: dict[str, str] = {}
 
 
 def _case_param(name: str) -> Any:
@@ -74,6 +71,7 @@ def test_cases_are_well_formed() -> None:
         assert exp.get("why"), name
         assert (exp["status"] == "fail") == bool(exp["failing"]), name
         assert (HERE / name / "main.py").is_file(), name
+        assert not set(exp.get("passing", [])) & set(exp["failing"]), name
 
 
 @pytest.mark.sandbox
@@ -96,6 +94,12 @@ def test_redteam_case(name: str) -> None:
     may = set(exp.get("may_also_fail", []))
     assert must <= failing, f"checks {sorted(must - failing)} did not fail\n{report}"
     assert not failing - must - may, f"checks {sorted(failing - must - may)} failed too\n{report}"
+    passing = {c.id for c in result.checks if c.status == "pass"}
+    must_pass = set(exp.get("passing", []))
+    assert must_pass <= passing, f"checks {sorted(must_pass - passing)} did not pass\n{report}"
     for c in result.checks:
         if c.status == "fail":  # a failure the learner can act on: what happened, and a hint
             assert c.message and c.hint, report
+        if c.id in must:
+            for text in exp.get("message_contains", []):
+                assert text in c.message, f"{c.id}: {text!r} not in its message\n{report}"
