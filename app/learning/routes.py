@@ -1,12 +1,17 @@
-"""The learning API under /api/v1: the course, lessons in a locale, quiz answers, progress sync."""
+"""The learning API under /api/v1: the course, lessons in a locale, quiz answers, progress sync;
+the quick check's plain form (no JavaScript); the progress the pages show (app/web/progress.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, FastAPI, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, FastAPI, Form, Header, Path, Query, Response
+from fastapi.responses import RedirectResponse
 
+from app.auth.csrf import csrf_protect
 from app.auth.deps import CurrentLearner, OptionalLearner
 from app.auth.errors import ApiError, error_responses
 from app.content import service as content
@@ -20,8 +25,10 @@ from app.learning.schemas import (
     QuizAnswerIn,
     QuizVerdictPublic,
 )
+from app.learning.standing import LessonStanding
 
 api_router = APIRouter(tags=["learning"])
+router = APIRouter(include_in_schema=False)  # pages
 
 LocaleQuery = Annotated[
     str | None,
@@ -138,6 +145,38 @@ def answer_quiz(
     )
 
 
+@router.post("/lessons/{lesson_id}/quiz/{question_id}")
+def answer_quiz_form(
+    lesson_id: ContentIdPath,
+    question_id: ContentIdPath,
+    session: SessionDep,
+    learner: OptionalLearner,
+    _csrf: Annotated[None, Depends(csrf_protect)],
+    choice: Annotated[str, Form(max_length=16)] = "",
+    step: Annotated[int | None, Query(ge=1, le=1000)] = None,
+    locale: Annotated[str | None, Query(max_length=35)] = None,
+) -> Response:
+    """The quick check without JavaScript: record the answer like the API does (when signed
+    in), then back to the lesson page at the same step, which shows the verdict."""
+    query: dict[str, str | int] = {"step": step} if step is not None else {}
+    if locale is not None:
+        query["locale"] = locale
+    target = f"/lessons/{quote(lesson_id, safe='')}"
+    try:
+        content.check_answer(lesson_id, question_id, choice)  # as the API: real questions only
+    except content.ContentNotFound:
+        choice = ""  # back to the page (or its 404) without a verdict
+    if choice:
+        if learner is not None:
+            service.record_quiz_answer(session, learner.id, lesson_id, question_id, choice)
+        query.update(question=question_id, choice=choice)
+    if query:
+        target += f"?{urlencode(query)}"
+    if choice:
+        target += f"#quiz-{quote(question_id, safe='')}"
+    return RedirectResponse(target, status_code=303)
+
+
 @api_router.post(
     "/progress/events",
     response_model=ProgressState,
@@ -180,7 +219,16 @@ def _lesson_progress_for_page(
     return PageProgress(frozenset(progress.completed_steps), progress.last_step)
 
 
+def _course_progress_for_page(
+    learner: OptionalLearner, session: SessionDep
+) -> Mapping[str, LessonStanding] | None:
+    if learner is None:
+        return None
+    return service.course_standing(session, learner.id)
+
+
 def install(app: FastAPI) -> None:
-    from app.web.progress import lesson_progress
+    from app.web.progress import course_progress, lesson_progress
 
     app.dependency_overrides[lesson_progress] = _lesson_progress_for_page
+    app.dependency_overrides[course_progress] = _course_progress_for_page

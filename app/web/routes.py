@@ -2,29 +2,61 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
 from app.content import service as content
 from app.content.service import QuizVerdict
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
-from app.web.progress import ProgressDep
+from app.web.progress import CourseProgressDep, LessonStandingView, ProgressDep
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
+
+# The lesson page's query parameters that show a quiz verdict (see `lesson_page`).
+VERDICT_PARAMS = ("question", "choice")
 
 LOCALE_COOKIE_MAX_AGE = 365 * 24 * 3600
 
 
 @router.get("/", response_class=HTMLResponse)
-def course_page(request: Request, locale: LocaleDep) -> Response:
-    """The course: its lessons in order, and the FAQ."""
+def course_page(request: Request, locale: LocaleDep, progress: CourseProgressDep) -> Response:
+    """The course: its lessons in order (with the learner's progress and where to go next), and
+    the FAQ."""
     course = content.localized_course(locale)
-    return render(request, "web/course.html", locale=locale, course=course)
+    standings = progress or {}
+    actions = {item.id: lesson_action(item.id, standings.get(item.id)) for item in course.lessons}
+    return render(
+        request,
+        "web/course.html",
+        locale=locale,
+        course=course,
+        standings=standings,
+        actions=actions,
+    )
+
+
+def lesson_action(lesson_id: str, standing: LessonStandingView | None) -> tuple[str, str]:
+    """The course page's link for one lesson: ("start" | "continue" | "review", href).
+
+    Continue goes to the first thing left to do: the first step not completed, else the first
+    question not yet answered correctly, else the first exercise not yet passed.
+    """
+    page = f"/lessons/{quote(lesson_id, safe='')}"
+    if standing is None or standing.status == "new":
+        return "start", page
+    if standing.status == "done":
+        return "review", f"{page}?step=1#steps"
+    if standing.next_step is not None:
+        return "continue", f"{page}?step={standing.next_step}#steps"
+    if standing.next_question is not None:
+        return "continue", f"{page}#quiz-{quote(standing.next_question, safe='')}"
+    return "continue", f"{page}#exercise-{quote(standing.next_exercise or '', safe='')}"
 
 
 def _lesson_response(
@@ -55,14 +87,23 @@ def _lesson_response(
 
     def step_href(index: int) -> str:
         """This page at step `index`, keeping the other query parameters (e.g. ?locale=)."""
-        query = {key: value for key, value in request.query_params.items() if key != "step"}
+        query = {
+            key: value
+            for key, value in request.query_params.items()
+            if key not in ("step", *VERDICT_PARAMS)
+        }
         query["step"] = str(index)
         return f"/lessons/{lesson.id}?{urlencode(query)}"
 
+    # The quick check's form comes back to this step, in the locale the URL asked for.
+    quiz_query = {"step": str(current)}
+    if "locale" in request.query_params:
+        quiz_query["locale"] = request.query_params["locale"]
     return render(
         request,
         "web/lesson.html",
         step_href=step_href,
+        quiz_query=urlencode(quiz_query),
         locale=locale,
         course=content.localized_course(locale),
         lesson=lesson,
@@ -85,30 +126,19 @@ def lesson_page(
     locale: LocaleDep,
     progress: ProgressDep,
     step: int | None = None,
+    question: Annotated[str | None, Query(max_length=100)] = None,
+    choice: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """One lesson: step cards one at a time (`?step=N`), the quick check, the exercises."""
-    return _lesson_response(request, lesson_id, locale, progress, step)
+    """One lesson: step cards one at a time (`?step=N`), the quick check, the exercises.
 
-
-@router.post("/lessons/{lesson_id}/quiz/{question_id}", response_class=HTMLResponse)
-def quiz_answer_page(
-    request: Request,
-    lesson_id: str,
-    question_id: str,
-    locale: LocaleDep,
-    progress: ProgressDep,
-    choice: Annotated[str, Form()] = "",
-    step: int | None = None,
-) -> Response:
-    """The quick check without JavaScript: the lesson page again, with the verdict shown."""
+    `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
+    JavaScript) posts to the learning domain, which records the answer and redirects here.
+    """
     verdicts = {}
-    try:
-        verdict = content.check_answer(lesson_id, question_id, choice, locale)
-    except content.ContentNotFound:
-        pass
-    else:
-        if choice:
-            verdicts[question_id] = (choice, verdict)
+    # A stale link (the question is gone): the page without a verdict.
+    with contextlib.suppress(content.ContentNotFound):
+        if question and choice:
+            verdicts[question] = (choice, content.check_answer(lesson_id, question, choice, locale))
     return _lesson_response(request, lesson_id, locale, progress, step, verdicts)
 
 

@@ -121,11 +121,20 @@ class TestWithFixtureLessons:
         page = get_page(client, "/lessons/second-lesson", "en").text
         assert "There are three cards." not in page  # the explanation is not given away
         assert 'data-api="/api/v1/quiz/second-lesson/count?locale=en"' in page
+        # The form posts its CSRF token and is redirected to the page with the verdict
+        # (tests/web/test_progress_pages.py: recording a signed-in learner's answer).
+        lesson = client.get("/lessons/first-steps").text  # keeps its CSRF cookie
+        token = re.search(r'name="csrf_token" value="([^"]+)"', lesson)
+        assert token
         client.cookies.set("rdv_locale", "tr")
-        wrong = client.post("/lessons/first-steps/quiz/greeting", data={"choice": "b"})
-        right = client.post("/lessons/first-steps/quiz/greeting", data={"choice": "a"})
-        client.cookies.clear()
+        form = {"csrf_token": token.group(1)}
+        same_site = {"Origin": "http://testserver"}
+        url = "/lessons/first-steps/quiz/greeting"
+        wrong = client.post(url, data={**form, "choice": "b"}, headers=same_site)
+        right = client.post(url, data={**form, "choice": "a"}, headers=same_site)
+        client.cookies.delete("rdv_locale")
         assert wrong.status_code == right.status_code == 200
+        assert wrong.history[0].status_code == 303
         assert "Tam değil." in wrong.text and "Merhaba ile başlarız." in wrong.text
         assert "Doğru." in right.text and "verdict--correct" in right.text
 
