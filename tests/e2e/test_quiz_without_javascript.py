@@ -1,0 +1,69 @@
+"""In Chromium with JavaScript off: a signed-in learner answers a quick-check question through the
+plain form, sees the verdict at the same step, and then sees that progress on the course page
+(and a Continue link instead of Start)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import pytest
+
+from app.config import REPO_ROOT
+from app.content.loader import load_catalog
+from tests.e2e.conftest import LiveServer
+
+CATALOG = load_catalog(REPO_ROOT / "lessons")
+LESSON = next((item.lesson for item in CATALOG.ordered if item.lesson.quiz), None)
+pytestmark = pytest.mark.skipif(LESSON is None, reason="no lesson with a quick check loads")
+
+
+def card(page: Any, lesson_id: str) -> Any:
+    return page.locator(".lesson-card").filter(
+        has=page.locator(f'h3 a[href="/lessons/{lesson_id}"]')
+    )
+
+
+def test_a_no_js_answer_shows_up_on_the_course_page(browser: Any, live_server: LiveServer) -> None:
+    assert LESSON is not None
+    question = LESSON.quiz[0]
+    total = len(LESSON.quiz)
+    questions = "question" if total == 1 else "questions"
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    context.set_default_timeout(20_000)
+    try:
+        page = context.new_page()
+        page.goto("/register?next=/")
+        page.fill("#display_name", "No Script")
+        page.fill("#email", f"nojs-{uuid.uuid4().hex[:8]}@example.org")
+        page.fill("#password", "correct horse battery")
+        page.click("form.auth-form button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+
+        before = card(page, LESSON.id)
+        assert before.locator("[data-action]").get_attribute("data-action") == "start"
+        progress = before.locator('[data-testid="lesson-progress"]').inner_text()
+        assert f"0 of {total} {questions} answered correctly" in progress
+
+        before.locator('[data-action="start"]').click()
+        page.wait_for_url(re.compile(rf"/lessons/{LESSON.id}"))
+        page.goto(f"/lessons/{LESSON.id}?step=2")
+        form = page.locator(f"#quiz-{question.id}")
+        form.locator(f'input[value="{question.answer}"]').check()
+        form.get_by_role("button", name="Check answer").click()
+        page.wait_for_url(re.compile(rf"question={question.id}"))
+        verdict = page.locator(f"#quiz-{question.id} .verdict")
+        assert "Correct." in verdict.inner_text()
+        assert page.get_attribute("#steps", "data-current") == "2"  # the step it was posted from
+
+        page.goto("/")
+        after = card(page, LESSON.id)
+        progress = after.locator('[data-testid="lesson-progress"]').inner_text()
+        assert f"1 of {total} {questions} answered correctly" in progress
+        assert "In progress" in progress
+        action = after.locator("[data-action]")
+        assert action.get_attribute("data-action") == "continue"
+        assert action.get_attribute("href") == f"/lessons/{LESSON.id}?step=1#steps"
+    finally:
+        context.close()
