@@ -14,7 +14,7 @@ run: setup
 
 test: setup
 	# One rerun: a grading run on a loaded 2-core box can miss its wall clock; a rerun shows as R.
-	$(PY) -m pytest -n auto --dist loadgroup --reruns 1 $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadgroup --reruns 1 --durations=30 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
