@@ -50,9 +50,9 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     if missing:
         return failed(
             f"The gradient {ranks_text(missing)} trained with could not be observed: the grader "
-            "reads it after a loss from a standard loss function (nn.MSELoss, F.cross_entropy, "
-            "...) at the next optimizer.step(), model.zero_grad() or update by hand, and "
-            f"{ranks_text(missing)} never got there.",
+            "reads it from the first backward pass of a scalar loss (loss.backward()) up to the "
+            "next optimizer.step(), model.zero_grad() or update by hand, and "
+            f"{ranks_text(missing)} never got that far.",
             rank=missing[0],
         )
     world = len(run.ranks)
@@ -117,6 +117,8 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     elif abs(ratio - 1 / world) < 0.01 / world:
         why = f"1/{world} of the mean: the gradients were divided by the world size twice"
+        if records[rank].get("world_scaled"):
+            why += " (the loss was already divided by it before backward)"
     elif abs(ratio - 1) > 0.01:
         why = (
             f"{ratio:.3g}x the mean of the ranks' gradients, not 1x (world size {world}: is a "
@@ -177,14 +179,14 @@ def _in_sync_by_loss(run: RunView) -> Outcome:
     seqs = {r.rank: r.of("x_params") for r in run.ranks}
     if not seqs.get(0):
         return failed(
-            "Rank 0 neither took an optimizer step nor computed a training loss with a standard "
-            "loss function, so there was nothing to compare.",
+            "Rank 0 neither took an optimizer step nor back-propagated a loss, so there was "
+            "nothing to compare.",
             rank=0,
         )
     for rank, mine in sorted(seqs.items()):
         for i, (a, b) in enumerate(zip(seqs[0], mine, strict=False)):
             if a.get("digest") != b.get("digest"):
-                when = "at the first loss" if i == 0 else f"after update {i}"
+                when = "at the first backward pass" if i == 0 else f"after update {i}"
                 return failed(
                     f"{when.capitalize()}, rank {rank}'s weights differ from rank 0's (sum "
                     f"{b.get('sum', 0):.6g} vs {a.get('sum', 0):.6g}).",
@@ -192,7 +194,7 @@ def _in_sync_by_loss(run: RunView) -> Outcome:
                 )
     n = len(seqs[0])
     return passed(
-        f"At each of the {n} training losses, all {len(run.ranks)} ranks held bitwise identical "
+        f"At each of the {n} backward passes, all {len(run.ranks)} ranks held bitwise identical "
         "weights (updates made without an optimizer step)."
     )
 

@@ -5,8 +5,9 @@ such as ZeroRedundancyOptimizer) is recorded as an `x_coll` event *before* it ru
 that hangs in it is still on record. Checks compare the sequences across ranks.
 
 For programs that average gradients by hand (no DDP), the gradient each rank's *unscaled* loss
-gives (a second `autograd.grad` on the value a standard loss function returned) and the gradient
-the optimizer actually used at the first step are recorded as small linear sketches (random
+gives (a second `autograd.grad` on the tensor the program back-propagates, however its loss was
+written, with a loss divided by the world size read back from the graph) and the gradient the
+optimizer actually used at the first step are recorded as small linear sketches (random
 projections): the sketch of the mean is the mean of the sketches, so a check can compare "what
 the learner's averaging produced" with "the mean of every rank's own gradient" (what DDP gives,
 which equals the full-batch gradient for a mean loss over equal shards) without shipping tensors.
@@ -15,15 +16,16 @@ which equals the full-batch gradient for a mean loss over equal shards) without 
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
-import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from grader.exercises_ext.wrapping import stack_wrap
+from grader.exercises_ext.wrapping import quiet, stack_wrap
+from grader.harness.replay import root_scale
 
 MAX_COLL_EVENTS = 4000
 MAX_PARAM_EVENTS = 2000
@@ -46,16 +48,6 @@ COLLECTIVES = (
     "barrier",
     "all_gather_object",
     "broadcast_object_list",
-)
-LOSSES = (
-    "cross_entropy",
-    "nll_loss",
-    "mse_loss",
-    "l1_loss",
-    "smooth_l1_loss",
-    "huber_loss",
-    "binary_cross_entropy",
-    "binary_cross_entropy_with_logits",
 )
 
 
@@ -136,6 +128,7 @@ def install(tracer: Any) -> None:
         "done": False,
         "updated": False,
         "first_digest": None,
+        "world_scaled": False,
     }
     tracer.state["x_grads"] = grads
 
@@ -165,19 +158,70 @@ def install(tracer: Any) -> None:
 
     if not want_grads:
         return
+    _install_grads(tracer, grads)
 
-    def training_loss(out: Any) -> bool:
+
+def world_scale(loss: torch.Tensor, gradient: Any, world: int) -> float:
+    """The factor 1/world_size the learner put on the loss before backward, else 1.
+
+    Read from the backward graph as the core's replay does (`root_scale`): the constant factors
+    applied last. `loss / world_size` (then a plain SUM all-reduce) is the world-size scaling;
+    so is `errors.sum() / (n * world_size)` over n summed elements. `errors.sum() / n` is the
+    loss's own mean, not a scaling.
+    """
+    r = root_scale(loss) or 1.0
+    if isinstance(gradient, torch.Tensor) and gradient.numel() == 1:
+        r *= float(gradient)
+    if world <= 1 or r <= 0:
+        return 1.0
+    n = _summed_numel(loss)
+    if n and math.isclose(r * n, 1.0, rel_tol=1e-6):
+        return 1.0  # the mean of n summed terms (if n == world size, the loss's own mean)
+    if math.isclose(r * world, 1.0, rel_tol=1e-6):
+        return r
+    if n and math.isclose(r * n * world, 1.0, rel_tol=1e-6):
+        return 1.0 / world
+    return 1.0
+
+
+def _summed_numel(loss: torch.Tensor) -> int | None:
+    """How many elements a `.sum()` right under the loss's constant factors added up."""
+    node: Any = loss.grad_fn
+    for _ in range(9):
+        if node is None:
+            return None
+        name = type(node).__name__
+        if name.startswith("SumBackward"):
+            sizes = getattr(node, "_saved_self_sym_sizes", None)
+            return math.prod(int(v) for v in sizes) if sizes is not None else None
+        if not (name.startswith("DivBackward") or name.startswith("MulBackward")):
+            return None
+        nexts = [fn for fn, _ in node.next_functions if fn is not None]
+        if len(nexts) != 1:
+            return None
+        node = nexts[0]
+    return None
+
+
+def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
+    """The gradient each rank's own loss gives and the one its first update used.
+
+    Observed at backward: the tensor the program back-propagates is its loss, however it was
+    written (nn.MSELoss, F.cross_entropy, `((out - y) ** 2).mean()`, a sum divided by the batch
+    size, ...), so no loss function needs to be recognised.
+    """
+
+    def training_loss(tensor: Any) -> bool:
         return (
-            isinstance(out, torch.Tensor)
-            and out.dim() == 0
-            and out.grad_fn is not None
-            and torch.is_grad_enabled()
+            isinstance(tensor, torch.Tensor)
+            and tensor.numel() == 1
+            and tensor.grad_fn is not None
             and not tracer.state.get("ddp_models")
         )
 
-    def ensure_leaves(out: torch.Tensor) -> list[torch.Tensor] | None:
+    def ensure_leaves(loss: torch.Tensor) -> list[torch.Tensor] | None:
         if grads["leaves"] is None:
-            leaves = [t for t in _leaves(out) if t.requires_grad][:MAX_LEAVES]
+            leaves = [t for t in _leaves(loss) if t.requires_grad][:MAX_LEAVES]
             if sum(t.numel() for t in leaves) > MAX_TRACKED_NUMEL:
                 grads["done"] = grads["updated"] = True  # too big to digest at every loss
                 grads["leaves"] = []
@@ -185,11 +229,16 @@ def install(tracer: Any) -> None:
                 grads["leaves"] = leaves or None
         return grads["leaves"]
 
-    def on_loss(out: torch.Tensor, leaves: list[torch.Tensor]) -> None:
+    def on_loss(loss: torch.Tensor, gradient: Any, leaves: list[torch.Tensor]) -> None:
         if grads["done"] or grads["updated"] or tracer.steps:
             return
-        got = torch.autograd.grad(out, leaves, retain_graph=True, allow_unused=True)
-        local = sketch(list(got))
+        outputs = gradient if isinstance(gradient, torch.Tensor) else None
+        got = torch.autograd.grad(
+            loss, leaves, grad_outputs=outputs, retain_graph=True, allow_unused=True
+        )
+        scale = world_scale(loss, gradient, tracer.world_size)
+        # The gradient of the rank's unscaled loss: what DDP would average.
+        local = [[v / scale for v in row] for row in sketch(list(got))]
         if grads["local"] is None:
             grads["local"] = local
         else:  # gradient accumulation: several losses before the first step
@@ -198,11 +247,13 @@ def install(tracer: Any) -> None:
                 for x, y in zip(grads["local"], local, strict=False)
             ]
         grads["n_losses"] += 1
+        if scale != 1.0:
+            grads["world_scaled"] = True
 
     seen = {"params": 0}
 
     def track_params(leaves: list[torch.Tensor]) -> None:
-        """Before each training loss: a digest of the weights (= after the previous update).
+        """Before each backward: a digest of the weights (= after the previous update).
 
         It sees updates however they are made (optimizer.step, or by hand: p -= lr * p.grad);
         an update by hand before any optimizer step is where the averaged gradient is read.
@@ -219,29 +270,30 @@ def install(tracer: Any) -> None:
             grads["first_digest"] = digest
         elif not tracer.steps and not grads["updated"] and digest != grads["first_digest"]:
             grads["updated"] = True
-            emit_used(None, "the next loss")
+            emit_used(None, "the next backward pass")
         if seen["params"] < MAX_PARAM_EVENTS:
             seen["params"] += 1
             tracer.emit("x_params", i=seen["params"], digest=digest, sum=total)
 
-    def make_loss(original: Any) -> Any:
-        def loss(*args: Any, **kwargs: Any) -> Any:
-            out = original(*args, **kwargs)
+    def make_backward(original: Any) -> Any:
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            loss: Any = args[0] if args else kwargs.get("tensors")
+            gradient = args[1] if len(args) > 1 else kwargs.get("grad_tensors")
             try:
-                if training_loss(out):
-                    leaves = ensure_leaves(out)
-                    if leaves:
-                        track_params(leaves)
-                        on_loss(out, leaves)
+                if not grads["done"] and training_loss(loss):
+                    with quiet():
+                        leaves = ensure_leaves(loss)
+                        if leaves:
+                            track_params(leaves)
+                            on_loss(loss, gradient, leaves)
             except Exception as exc:
                 grads["done"] = True
                 tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
-            return out
+            return original(*args, **kwargs)
 
-        return loss
+        return backward
 
-    for name in LOSSES:
-        stack_wrap(F, name, make_loss)
+    stack_wrap(torch.autograd, "backward", make_backward)
 
     def emit_used(optimizer: Any, how: str) -> None:
         """The gradient the update used, read at the first step (or zero_grad) after the loss."""
@@ -252,9 +304,11 @@ def install(tracer: Any) -> None:
             return
         grads["done"] = True
         try:
-            groups = optimizer.param_groups if optimizer is not None else [{"params": leaves}]
-            in_opt = {id(p) for g in groups for p in g["params"]}
-            names = _names(tracer, leaves)
+            with quiet():
+                groups = optimizer.param_groups if optimizer is not None else [{"params": leaves}]
+                in_opt = {id(p) for g in groups for p in g["params"]}
+                names = _names(tracer, leaves)
+                used = sketch([t.grad for t in leaves])
             tracer.emit(
                 "x_grads",
                 line=tracer.where(),
@@ -262,8 +316,9 @@ def install(tracer: Any) -> None:
                 shapes=[list(t.shape) for t in leaves],
                 in_optimizer=[id(t) in in_opt for t in leaves],
                 local=grads["local"],
-                used=sketch([t.grad for t in leaves]),
+                used=used,
                 n_losses=grads["n_losses"],
+                world_scaled=bool(grads.get("world_scaled")),
                 read_at=how,
             )
         except Exception as exc:

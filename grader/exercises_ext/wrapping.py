@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -33,3 +35,12 @@ def stack_wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> bool:
         pass
     setattr(owner, name, wrapper)
     return True
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Around the harness's own work inside a rank: its warnings (e.g. a deprecated torch object
+    touched while scanning memory) must never appear in the learner's output."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
