@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -193,7 +194,7 @@ class Supervisor:
         world = int(self.cfg["world_size"])
         ranks = []
         for rank in range(world):
-            events = traces.get(rank, [])
+            events = traces.get(rank, []) + _fatal_events(self.trace_dir, rank)
             stack = _read_stack(self.trace_dir, rank)
             output, truncated, total = self.tailer.result(rank)
             ends = [e for e in events if e.get("kind") == "end"]
@@ -251,6 +252,32 @@ def _read_stack(trace_dir: Path, rank: int) -> str | None:
         if text:
             texts.append(text[-20000:])
     return "\n".join(texts) if texts else None
+
+
+def _fatal_events(trace_dir: Path, rank: int) -> list[dict[str, Any]]:
+    """A "fatal" event per attempt whose faulthandler dump says the rank died of a fatal error
+    (an abort in C++ code, a segfault): it raised no Python exception, so its trace is silent;
+    the dump file was last written when it died, which orders it against the other ranks'
+    failures."""
+    events = []
+    for path in sorted(trace_dir.glob(f"stack-{rank}-a*.txt")):
+        try:
+            text = path.read_text(errors="replace")
+            died_at = path.stat().st_mtime
+            attempt = int(path.stem.rsplit("-a", 1)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        found = re.search(r"Fatal Python error: ([^\n]*)", text)
+        if found:
+            events.append(
+                {
+                    "kind": "fatal",
+                    "t": died_at,
+                    "error": found.group(1).strip()[:200],
+                    "attempt": attempt,
+                }
+            )
+    return events
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 from grader.checks.base import (
@@ -62,21 +64,19 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     crashes = sorted(
         ((e.get("t", 0.0), rank, e) for rank, e in run.events("exception")), key=lambda x: x[0]
     )
-    if crashes:
-        _, rank, e = crashes[0]
-        if _is_timeout(e.get("message", "")):
+    failures = _failures(run)
+    if failures:
+        first = failures[0]
+        if first.exception is not None and _is_timeout(first.exception.get("message", "")):
             return _collective_timeout(run, crashes)
-        others = sorted({r for _, r, _ in crashes[1:]} - {rank})
-        msg = (
-            f"Rank {rank} failed first, {run.at(e.get('line')) or 'before reaching your code'}: "
-            f"{e.get('type')}: {_first_line(e.get('message', ''))}"
-        )
+        others = sorted({f.rank for f in failures[1:]} - {first.rank})
+        msg = _sentence(f"Rank {first.rank} failed first{first.what}")
         if others:
             msg += (
-                f". Then {ranks_text(others)} failed too "
-                "(usually a consequence: their peer was gone)"
+                f" Then {ranks_text(others)} failed too "
+                "(usually a consequence: their peer was gone)."
             )
-        return failed(msg + ".", rank=rank, line=e.get("line"))
+        return failed(msg, rank=first.rank, line=first.line)
     exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.get("status") == "exit"]
     if exits:
         rank, end = exits[0]
@@ -90,9 +90,7 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
         missing.sort(key=lambda r: r.exit_code == -signal.SIGTERM)
         r = missing[0]
         if r.exit_code is not None and r.exit_code < 0:
-            why = f"was killed by {_signal_name(r.exit_code)}"
-            if run.oom_killed or r.exit_code == -signal.SIGKILL:
-                why += " (most likely it ran out of memory)"
+            why = _killed_text(run, r)
         elif r.exit_code is not None:
             why = f"exited with code {r.exit_code} without finishing your program (os._exit?)"
         else:
@@ -111,6 +109,106 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
             "not your code's fault)"
         )
     return passed(f"All {run.world_size} ranks ran your program to the end{note}.")
+
+
+# An error a rank gets because a peer went away: a consequence, never the first failure when the
+# peer's own failure was seen.
+_PEER_GONE = (
+    "connection reset by peer",
+    "connection closed by peer",
+    "broken pipe",
+    "socket closed",
+    "remote worker",
+)
+
+
+@dataclass
+class _Failure:
+    rank: int
+    t: float  # when it happened; inf when nothing says
+    what: str  # ", at line 42 (`code`): RuntimeError: ..." (follows "Rank r failed first")
+    line: int | None
+    consequence: bool = False  # the peer-gone error of a rank whose peer failed
+    exception: dict[str, Any] | None = None
+
+
+def _failures(run: RunView) -> list[_Failure]:
+    """When some rank raised: every rank that failed, the one that failed first first.
+
+    Besides the ranks that raised, a rank that died of a signal (an abort in torch's C++ code,
+    such as gloo's "collective mismatch", leaves a faulthandler dump and no Python exception) and
+    one that called sys.exit(n) are candidates; a peer's "connection reset" comes after them, and
+    ranks the launcher stopped (SIGTERM) are not failures of their own.
+    """
+    found: list[_Failure] = []
+    for rank, e in run.events("exception"):
+        message = e.get("message", "")
+        at = run.at(e.get("line")) or "before reaching your code"
+        found.append(
+            _Failure(
+                rank=rank,
+                t=float(e.get("t", 0.0)),
+                what=f", {at}: {e.get('type')}: {_first_line(message)}",
+                line=e.get("line"),
+                consequence=any(p in message.lower() for p in _PEER_GONE),
+                exception=e,
+            )
+        )
+    if not found:
+        return []
+    raised = {f.rank for f in found}
+    for r in run.ranks:
+        if r.rank in raised:
+            continue
+        if r.end is not None and r.end.get("status") == "exit":
+            found.append(
+                _Failure(
+                    rank=r.rank,
+                    t=float(r.end.get("t", math.inf)),
+                    what=f": it called sys.exit({r.end.get('exit_code')}), and a non-zero exit "
+                    "means failure",
+                    line=r.end.get("line"),
+                )
+            )
+        elif r.end is None and r.exit_code is not None and r.exit_code < 0:
+            if r.exit_code == -signal.SIGTERM and not r.of("fatal"):
+                continue  # the launcher stopped it because another rank had failed
+            line = stack_line(r.stack, r.learner_file)
+            fatal = r.of("fatal")
+            found.append(
+                _Failure(
+                    rank=r.rank,
+                    t=float(fatal[-1].get("t", math.inf)) if fatal else math.inf,
+                    what=(f", {run.at(line)}: it " if line else ": it ") + _killed_text(run, r),
+                    line=line,
+                )
+            )
+    return sorted(found, key=lambda f: (f.consequence, f.t, f.rank))
+
+
+def _killed_text(run: RunView, r: Any) -> str:
+    """ "was killed by SIGABRT; its output says: ..." for a rank that died of a signal."""
+    why = f"was killed by {_signal_name(r.exit_code)}"
+    if run.oom_killed or r.exit_code == -signal.SIGKILL:
+        why += " (most likely it ran out of memory)"
+    reason = _abort_reason(r.output)
+    return why + (f"; its output says: {reason}" if reason else "")
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _abort_reason(output: str) -> str:
+    """The C++ error a rank printed before it aborted ("what(): ... collective mismatch ...")."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "what():" in ln:
+            return ln.split("what():", 1)[1].strip()[:300].rstrip(".")
+    for ln in reversed(lines):
+        if ln.startswith("terminate called"):
+            return ln[:300]
+    return ""
 
 
 def _needed_a_group(run: RunView) -> bool:
