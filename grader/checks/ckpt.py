@@ -17,6 +17,21 @@ def model_saves(run: RunView) -> list[tuple[int, dict[str, Any]]]:
     return [(r, e) for r, e in run.events("save") if e.get("ok") and e.get("model_state")]
 
 
+def _final_place(run: RunView, rank: int, save: dict[str, Any]) -> tuple[str | None, int | None]:
+    """Where a save ended up: its path, followed through this rank's later renames
+    (`torch.save(sd, tmp); os.replace(tmp, "ckpt.pt")` writes ckpt.pt), and the last rename's
+    line (None when the file was not moved)."""
+    path, line = save.get("path"), None
+    if not path:
+        return path, line
+    view = next((r for r in run.ranks if r.rank == rank), None)
+    seq = save.get("seq", 0)
+    for e in view.of("rename") if view else []:
+        if e.get("seq", 0) > seq and e.get("src") == path and e.get("dst"):
+            path, line, seq = e["dst"], e.get("line"), e.get("seq", 0)
+    return path, line
+
+
 @check(
     "ckpt.rank0_only",
     title="Only rank 0 writes the checkpoint",
@@ -30,10 +45,16 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
         ranks = sorted({r for r, _ in others})
         rank, e = others[0]
         count = sum(1 for r, _ in others if r == rank)
+        final, moved_at = _final_place(run, rank, e)
+        how = f"first {run.at(e.get('line'))}"
+        if moved_at is not None or final != e.get("path"):
+            how = (
+                f"first saved as {_name(e.get('path'))} {run.at(e.get('line'))} and moved "
+                f"into place {run.at(moved_at) or 'by a rename'}"
+            )
         return failed(
             f"{ranks_text(ranks).capitalize()} also wrote the model checkpoint "
-            f"{_name(e.get('path'))} ({count} time{'s' if count != 1 else ''} on rank {rank}, "
-            f"first {run.at(e.get('line'))}).",
+            f"{_name(final)} ({count} time{'s' if count != 1 else ''} on rank {rank}, {how}).",
             rank=rank,
             line=e.get("line"),
         )
@@ -48,7 +69,7 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
             else f"Rank 0 saved the model {len(own)} times; the exercise asks for at least {need}.",
             rank=0,
         )
-    files = sorted({_name(e.get("path")) for e in own})
+    files = sorted({_name(_final_place(run, 0, e)[0]) for e in own})
     return passed(f"Only rank 0 wrote the model ({len(own)} saves: {', '.join(files[:3])}).")
 
 
