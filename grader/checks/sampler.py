@@ -70,6 +70,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
             return early
         if not run.events("step"):
             return failed("No optimizer step was taken, so no data drove training.")
+        if judged := _hand_made_shards(run):
+            return judged
         return failed(
             "No DataLoader or DistributedSampler handed out the data of the training steps, so "
             "the grader could not see that each rank trained on its own shard."
@@ -113,11 +115,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                         else f"{len(common)} of the same samples "
                         f"(indices {index_ranges(list(common))})"
                     )
-                    why = (
-                        " Without a DistributedSampler every rank reads the whole dataset."
-                        if not its[b].get("distributed")
-                        else " Their samplers were not set up for their own rank and world size."
-                    )
+                    why = _why_overlap(run, its[a], its[b], a, b)
                     return failed(
                         f"Rank {a} and rank {b} both saw {what} in epoch {i + 1}.{why}",
                         rank=b,
@@ -153,6 +151,91 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
+def first_pass(batches: list[list[str]]) -> list[str]:
+    """The samples of a rank's batches up to the first batch that repeats one it already trained
+    on: its first pass over its data (its shard, when the data was split)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for batch in batches:
+        if seen.intersection(batch):
+            break
+        seen.update(batch)
+        out.extend(batch)
+    return out
+
+
+def _hand_made_shards(run: RunView) -> Outcome | None:
+    """No loader handed out the data (batches cut from tensors by hand): judge from the samples
+    each rank's training forwards consumed, over each rank's first pass through its data."""
+    consumed = {r.rank: (r.first("consumed") or {}).get("batches") or [] for r in run.ranks}
+    if not all(consumed.values()):
+        return None
+    passes = {rank: first_pass(batches) for rank, batches in consumed.items()}
+    sizes = ", ".join(f"rank {r}: {len(v)}" for r, v in sorted(passes.items()))
+    ranks = sorted(passes)
+    for i, a in enumerate(ranks):
+        for b in ranks[i + 1 :]:
+            shared = len(set(passes[a]) & set(passes[b]))
+            smaller = min(len(set(passes[a])), len(set(passes[b])))
+            if shared > max(1.0, 0.05 * smaller):
+                return failed(
+                    f"Rank {a} and rank {b} both trained on {shared} of the same samples in "
+                    f"their first pass over the data (of the {smaller} samples the smaller pass "
+                    "held; judged from the batches fed to the DDP model, as no DataLoader handed "
+                    "them out): nothing split the data between the ranks.",
+                    rank=b,
+                    line=next(
+                        (
+                            (r.first("ddp_forward") or {}).get("line")
+                            for r in run.ranks
+                            if r.rank == b
+                        ),
+                        None,
+                    ),
+                )
+    if run.world_size == 1:
+        return passed("Only one rank ran; its data needed no split.")
+    return passed(
+        "No DataLoader handed out the data; judged from the batches each rank fed its DDP "
+        f"model, the ranks trained on disjoint samples in their first pass ({sizes} samples)."
+    )
+
+
+def _why_overlap(run: RunView, it_a: dict[str, Any], it_b: dict[str, Any], a: int, b: int) -> str:
+    """Why two ranks' passes over the same data overlapped, from how their samplers were set up."""
+    for rank, it in ((b, it_b), (a, it_a)):
+        if not it.get("distributed"):
+            return (
+                f" Rank {rank} used no DistributedSampler, and without one every rank reads the "
+                "whole dataset."
+            )
+    for rank, it in ((a, it_a), (b, it_b)):
+        replicas, own = it.get("num_replicas"), it.get("sampler_rank")
+        if replicas is not None and (replicas != run.world_size or own != rank):
+            return (
+                f" Rank {rank}'s DistributedSampler was built for rank {own} of {replicas}, not "
+                f"for its own rank {rank} of {run.world_size}."
+            )
+    if it_a.get("seed") != it_b.get("seed"):
+        return (
+            f" Their DistributedSamplers shuffled with different seeds ({it_a.get('seed')} on rank "
+            f"{a}, {it_b.get('seed')} on rank {b}), so each drew its own permutation and their "
+            "slices of it overlap."
+        )
+    if it_a.get("epoch") != it_b.get("epoch"):
+        return (
+            f" Their DistributedSamplers were at different epochs ({it_a.get('epoch')} on rank "
+            f"{a}, {it_b.get('epoch')} on rank {b}), so each sliced a different permutation."
+        )
+    if it_a.get("subset") != it_b.get("subset"):
+        return (
+            " Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
+            "from random_split) selects different samples on each rank, so different positions "
+            "lead to the same samples (and other samples are never used)."
+        )
+    return " Their samplers handed out overlapping indices."
+
+
 @check(
     "sampler.set_epoch",
     title="The shuffle changes every epoch",
@@ -163,13 +246,17 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
     dist_its = {r: [it for it in v if it.get("distributed")] for r, v in epochs.items()}
     if not any(dist_its.values()):
-        return skipped("No DistributedSampler drove training, so there was no shuffle to renew.")
+        return run.not_reached("a DistributedSampler drove a training epoch") or skipped(
+            "No DistributedSampler drove training, so there was no shuffle to renew."
+        )
     if not any(it.get("shuffle") for v in dist_its.values() for it in v):
         return skipped(
             "The DistributedSampler does not shuffle, so set_epoch has nothing to change."
         )
     if max(len(v) for v in dist_its.values()) < 2:
-        return skipped("Training ran for a single epoch, so there was no next shuffle to check.")
+        return run.not_reached("a second training epoch") or skipped(
+            "Training ran for a single epoch, so there was no next shuffle to check."
+        )
     for rank, its in sorted(dist_its.items()):
         # Passes over the same data, in order (a fresh sampler every epoch is the same stream).
         by_sampler: dict[Any, list[dict[str, Any]]] = {}
@@ -179,11 +266,17 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             repeat = _repeated_epoch(same_sampler)
             if repeat is None:
                 continue
-            n, cur, same = repeat
-            start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)" if same else ""
+            n, prev, cur = repeat
+            start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"
+            if _same_seed_and_epoch(prev, cur):
+                why = (
+                    f"both times its DistributedSampler shuffled with seed {cur.get('seed')} at "
+                    f"epoch {cur.get('epoch')}, and the same seed and epoch give the same order"
+                )
+            else:
+                why = "the sampler handed out the same order again"
             return failed(
-                f"Rank {rank} trained on the same shuffle in epochs {n - 1} and {n}{start}: "
-                f"its sampler was at epoch {cur.get('epoch')} both times.",
+                f"Rank {rank} trained on the same shuffle in epochs {n - 1} and {n}{start}: {why}.",
                 rank=rank,
                 line=cur.get("line"),
             )
@@ -191,17 +284,24 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     return passed(f"Each of the {n} training epochs used a new shuffle on every rank.")
 
 
-def _repeated_epoch(its: list[dict[str, Any]]) -> tuple[int, dict[str, Any], bool] | None:
-    """(1-based epoch, iteration, same order) of the first pass that repeated the one before it:
-    the same order, or the same sampler still at the same epoch number."""
+def _repeated_epoch(
+    its: list[dict[str, Any]],
+) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+    """(1-based epoch, pass before, pass) of the first pass that repeated the one before it: the
+    same order, or a shuffle drawn from the same seed and epoch (which gives the same order over
+    the same data, whichever sampler object drew it)."""
     for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
         if not cur.get("shuffle"):
             continue
         same_order = prev["indices"] == cur["indices"] and prev["count"] == cur["count"]
-        same_sampler = prev.get("sampler_id") == cur.get("sampler_id")
-        if same_order or (same_sampler and prev.get("epoch") == cur.get("epoch")):
-            return n, cur, same_order
+        if same_order or _same_seed_and_epoch(prev, cur):
+            return n, prev, cur
     return None
+
+
+def _same_seed_and_epoch(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("seed", "epoch", "num_replicas", "sampler_rank")
+    return all(a.get(k) is not None and a.get(k) == b.get(k) for k in keys)
 
 
 def _different_samples(a: dict[str, Any], b: dict[str, Any], pad: int) -> bool:

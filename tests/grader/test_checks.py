@@ -42,7 +42,7 @@ def iteration(indices: list[int], epoch: int, steps: int = 4, **kw: Any) -> dict
         steps=steps,
         distributed=kw.pop("distributed", True),
         shuffle=True,
-        sampler_id=1,
+        sampler_id=kw.pop("sampler_id", 1),
         dataset_len=kw.pop("dataset_len", 8),
         batch_size=2,
         line=30,
@@ -208,3 +208,95 @@ def test_the_rank_that_died_is_named_not_the_one_the_launcher_stopped() -> None:
     run = run_of([start(0)], [start(1)], exit_codes=[-15, -9])
     out = judge("run.completed", run)
     assert out.status == "fail" and out.rank == 1 and "SIGKILL" in out.message
+
+
+def test_a_rank_that_aborted_in_a_collective_is_named_before_its_peers_reset() -> None:
+    """Gloo aborts the rank whose all_reduce got more data than it expected (SIGABRT, no Python
+    exception); its peer's "connection reset" comes a moment later and is only the consequence."""
+    dump = "Fatal Python error: Aborted\n\nThread 0x1 (most recent call first):\n"
+    dump += '  File "/work/main.py", line 42 in main\n'
+    aborted = [start(0), ev("fatal", t=5.0, error="Aborted")]
+    reset = ev(
+        "exception",
+        t=5.1,
+        type="RuntimeError",
+        message="Read error: Connection reset by peer",
+        line=38,
+    )
+    run = run_of(aborted, [start(1), reset, end("exception")], exit_codes=[-6, 1])
+    run.ranks[0].stack = dump
+    run.ranks[0].output = (
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+        "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 12 vs 4. "
+        "Is there a distributed collective mismatch in your code?\n"
+    )
+    out = judge("run.completed", run)
+    assert (out.status, out.rank, out.line) == ("fail", 0, 42)
+    assert out.message.startswith("Rank 0 failed first, at line 42 (`line42`): it was killed by")
+    assert "SIGABRT" in out.message and "collective mismatch" in out.message
+    assert "Then rank 1 failed too" in out.message
+
+
+def test_an_earlier_exception_still_comes_before_a_later_abort() -> None:
+    crash = ev("exception", t=1.0, type="KeyError", message="'acc'", line=12)
+    run = run_of(
+        [start(0), crash, end("exception")],
+        [start(1), ev("fatal", t=2.0, error="Aborted")],
+        exit_codes=[1, -6],
+    )
+    out = judge("run.completed", run)
+    assert (out.rank, out.line) == (0, 12)
+
+
+def test_set_epoch_is_not_judged_when_the_run_stopped_in_its_first_epoch() -> None:
+    crash = ev("exception", t=1.0, type="RuntimeError", message="boom", line=12)
+    r0 = [start(0), iteration([0, 2, 4, 6], 0), crash, end("exception")]
+    r1 = [start(1), iteration([1, 3, 5, 7], 0), end()]
+    out = judge("sampler.set_epoch", run_of(r0, r1))
+    assert out.status == "skip" and out.message.startswith("Not judged")
+    assert judge(
+        "sampler.set_epoch", run_of([start(0), crash, end("exception")])
+    ).message.startswith("Not judged")
+
+
+def test_a_fresh_sampler_with_the_same_seed_and_epoch_repeats_the_shuffle() -> None:
+    """Two sampler objects (CPython may even give them the same id) drawing from the same seed
+    and epoch hand out the same order: judged by (seed, epoch), not by object identity."""
+
+    def its(indices: list[int], seed: int, sampler_id: int) -> dict[str, Any]:
+        return iteration(
+            indices, 0, seed=seed, sampler_id=sampler_id, num_replicas=2, sampler_rank=0
+        )
+
+    repeated = run_of([start(0), its([0, 2, 4, 6], 0, 1), its([0, 2, 4, 6][:3], 0, 2), end()])
+    out = judge("sampler.set_epoch", repeated)
+    assert out.status == "fail" and "seed 0 at epoch 0" in out.message
+    reseeded = run_of([start(0), its([0, 2, 4, 6], 0, 1), its([6, 4, 2, 0], 1, 1), end()])
+    assert judge("sampler.set_epoch", reseeded).status == "pass"
+
+
+def test_an_extra_save_names_the_file_it_was_renamed_to() -> None:
+    save = ev("save", path="/w/ckpt.pt.77.tmp", ok=True, model_state=True, line=40, seq=5)
+    rename = ev("rename", src="/w/ckpt.pt.77.tmp", dst="/w/ckpt.pt", line=41, seq=6)
+    r0 = [start(0), ev("save", path="/w/ckpt.pt", ok=True, model_state=True, line=40), end()]
+    out = judge("ckpt.rank0_only", run_of(r0, [start(1), save, rename, end()]))
+    assert out.status == "fail" and "checkpoint ckpt.pt (" in out.message
+    assert "saved as ckpt.pt.77.tmp at line 40" in out.message and "at line 41" in out.message
+
+
+def test_hand_made_batches_are_judged_from_what_each_rank_trained_on() -> None:
+    """No DataLoader: the samples the ranks' training forwards consumed, over each rank's first
+    pass through its data (a reshuffled second epoch may reuse the other rank's samples)."""
+    step = ev("step", opt=0, n=1, digest="aa", sums=[1.0])
+
+    def rank(r: int, batches: list[list[str]]) -> list[dict[str, Any]]:
+        return [start(r), step, ev("consumed", batches=batches), end()]
+
+    disjoint = run_of(
+        rank(0, [["a", "b"], ["c", "d"], ["e", "a"]]), rank(1, [["e", "f"], ["g", "h"], ["b", "e"]])
+    )
+    out = judge("sampler.shards", disjoint)
+    assert out.status == "pass" and "rank 0: 4, rank 1: 4" in out.message
+    same = run_of(rank(0, [["a", "b"], ["c", "d"]]), rank(1, [["c", "d"], ["a", "b"]]))
+    out = judge("sampler.shards", same)
+    assert out.status == "fail" and "both trained on 4 of the same samples" in out.message

@@ -65,6 +65,18 @@ def _root_dataset(dataset: Any) -> tuple[Any, Any]:
     return dataset, mapping
 
 
+def _subset_fingerprint(dataset: Any) -> str | None:
+    """Which samples the Subsets over the dataset select (None without a Subset): it differs
+    between ranks when, e.g., random_split ran after a per-rank seed."""
+    if not isinstance(dataset, Subset):
+        return None
+    h = hashlib.blake2b(digest_size=8)
+    while isinstance(dataset, Subset):
+        h.update(repr([int(i) for i in list(dataset.indices)[:MAX_INDICES]]).encode())
+        dataset = dataset.dataset
+    return h.hexdigest()
+
+
 def _mapped(indices: Any, mapping: Any) -> Any:
     if mapping is None:
         return indices
@@ -159,6 +171,8 @@ def install(tracer: Tracer) -> None:
                 except Exception:
                     info["dataset_len"] = None
                 info["mapped"] = mapping is not None
+                with contextlib.suppress(Exception):
+                    info["subset"] = _subset_fingerprint(self._dataset)
                 try:
                     info["dataset"] = _fingerprint(root)
                 except Exception:

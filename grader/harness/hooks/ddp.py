@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils import _pytree as pytree
 
 from grader.harness import replay
 from grader.harness.tracer import Tracer, wrap
@@ -28,10 +30,50 @@ def _describe(ddp: Any) -> dict[str, Any]:
     }
 
 
+MAX_CONSUMED_ROWS = 8192  # per rank
+ROW_PREFIX = 256  # elements of a sample hashed
+
+
+def _row_hashes(inputs: Any, kwargs: Any) -> list[str]:
+    """One short hash per sample of the forward's first batched tensor: the same sample gives the
+    same hash on every rank (hand-made batches cut from the same tensors)."""
+    for leaf in pytree.tree_leaves((inputs, kwargs)):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() >= 1 and leaf.shape[0] > 0:
+            rows = leaf.detach().reshape(leaf.shape[0], -1)[:, :ROW_PREFIX].to("cpu").contiguous()
+            return [
+                hashlib.blake2b(row.view(torch.uint8).numpy().tobytes(), digest_size=6).hexdigest()
+                for row in rows
+            ]
+    return []
+
+
+def _on_backward(out: Any, fire: Any) -> None:
+    """Call fire() once, when a backward first reaches any of the forward's outputs."""
+    done = {"fired": False}
+
+    def hook(grad: Any) -> None:
+        if not done["fired"]:
+            done["fired"] = True
+            fire()
+
+    for leaf in pytree.tree_leaves(out):
+        if isinstance(leaf, torch.Tensor) and leaf.requires_grad:
+            leaf.register_hook(hook)
+
+
 def install(tracer: Tracer) -> None:
     models: list[Any] = []
     tracer.state["ddp_models"] = models
     forwards: dict[str, Any] = {"total": 0, "synced": 0, "first_line": None}
+    # The samples each training forward fed the model, batch by batch, for judging sharding
+    # when no DataLoader or DistributedSampler handed them out (hand-made batches).
+    consumed: dict[str, Any] = {"rows": 0, "batches": []}
+
+    def _consume(rows: list[str]) -> None:
+        room = MAX_CONSUMED_ROWS - consumed["rows"]
+        if room > 0:
+            consumed["batches"].append(rows[:room])
+            consumed["rows"] += min(room, len(rows))
 
     def make_init(original: Any) -> Any:
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -68,6 +110,13 @@ def install(tracer: Tracer) -> None:
                     out = replay.attach_output(micro, out)
                 except Exception as exc:
                     replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+            if grad and consumed["rows"] < MAX_CONSUMED_ROWS:
+                with contextlib.suppress(Exception):
+                    rows = _row_hashes(inputs, kwargs)
+                    if rows:
+                        # Counted once a backward runs through this forward: the samples it
+                        # trained on (an evaluation forward never gets one).
+                        _on_backward(out, lambda: _consume(rows))
             return out
 
         return forward
@@ -101,6 +150,7 @@ def install(tracer: Tracer) -> None:
     wrap(DDP, "forward", make_forward)
     wrap(DDP, "no_sync", make_no_sync)
     wrap(torch.autograd, "backward", make_backward)
+    tracer.finalizers.append(lambda: tracer.emit("consumed", batches=consumed["batches"]))
     tracer.finalizers.append(
         lambda: tracer.emit(
             "ddp_summary",
