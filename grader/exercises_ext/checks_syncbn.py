@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import tokenize
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
@@ -12,37 +10,16 @@ from grader.exercises_ext.views import plural, where
 REL_TOL = 1e-5
 
 
-def _cpu_agnostic(run: RunView, e: dict[str, Any]) -> bool:
-    """On CPU, a model with only plain BatchNorm from a program that converts on GPUs only.
-
-    torch has no CPU SyncBatchNorm, so a device-agnostic program keeps BatchNorm on CPU: what it
-    does on GPUs cannot be observed on a CPU worker (GPU workers judge it).
-    """
+def _plain_on_cpu(run: RunView) -> str:
+    """On CPU workers: a program that converts only when CUDA is available fails here, why."""
+    if run.device == "cuda":
+        return ""
     return (
-        run.device != "cuda"
-        and not e.get("n_synced")
-        and not run.events("x_convert")
-        and _names_syncbn(run.source)
+        " Convert on every device, not only when CUDA is available: call "
+        "nn.SyncBatchNorm.convert_sync_batchnorm(model) before DDP(...) unconditionally. This "
+        "CPU worker runs SyncBatchNorm layers as per-rank BatchNorm, so a converted model runs "
+        "here and its conversion is checked."
     )
-
-
-def _names_syncbn(source: str) -> bool:
-    """The code (not its comments or strings) names SyncBatchNorm or convert_sync_batchnorm."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return False
-    return any(
-        t.type == tokenize.NAME and t.string in ("SyncBatchNorm", "convert_sync_batchnorm")
-        for t in tokens
-    )
-
-
-CPU_AGNOSTIC = (
-    "On this CPU worker your program kept plain BatchNorm and converted nothing, as a "
-    "device-agnostic program does (torch has no CPU SyncBatchNorm); its conversion, which runs "
-    "on GPUs only, is judged on GPU workers."
-)
 
 
 def _first_wrap(run: RunView) -> tuple[int, dict[str, Any]] | None:
@@ -71,8 +48,6 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed("No model was wrapped in DDP, so no SyncBatchNorm layer ran.")
     rank, e = wrap
     later = [c for r, c in converts if r == rank and c.get("seq", 0) > e.get("seq", 0)]
-    if e.get("n_plain") and _cpu_agnostic(run, e):
-        return skipped(CPU_AGNOSTIC)
     if e.get("n_plain"):
         if later:
             return passed(
@@ -83,7 +58,7 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             f"The model wrapped in DDP {where(run, e.get('line'))} still has "
             f"{plural(int(e['n_plain']), 'plain BatchNorm layer')}: {names}. Each rank "
-            "normalises with the statistics of its own small batch only.",
+            "normalises with the statistics of its own small batch only." + _plain_on_cpu(run),
             rank=rank,
             line=e.get("line"),
         )
@@ -124,8 +99,6 @@ def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
             rank=rank,
             line=c.get("line"),
         )
-    if e.get("n_plain") and _cpu_agnostic(run, e):
-        return skipped(CPU_AGNOSTIC)
     if e.get("n_plain") or not e.get("n_synced"):
         return failed(
             f"When the model was wrapped in DDP {where(run, e.get('line'))} it had "

@@ -1,0 +1,89 @@
+"""BatchNorm statistics across ranks with SyncBatchNorm, converted before the DDP wrap.
+
+Run: torchrun --standalone --nproc-per-node 2 main.py
+Wrong on a CPU worker: converts only when CUDA is available. The grader runs SyncBatchNorm
+as per-rank BatchNorm on CPU, so the conversion must be unconditional; this program keeps
+plain BatchNorm on CPU, and syncbn.converted fails there.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+EPOCHS = 2
+BATCH_SIZE = 8  # per process: small per-rank batches are where SyncBatchNorm matters
+
+
+def make_dataset() -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    x = 2.0 + torch.randn(256, 10, generator=g)
+    true_w = torch.randn(10, 1, generator=g)
+    y = x @ true_w + 0.1 * torch.randn(256, 1, generator=g)
+    return TensorDataset(x, y)
+
+
+def setup() -> torch.device:
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+    return device
+
+
+def build_model(device: torch.device) -> DDP:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 1))
+    if device.type == "cuda":
+        # Replace every BatchNorm*d by SyncBatchNorm, BEFORE wrapping in DDP.
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    elif dist.get_rank() == 0:
+        print("CPU run: SyncBatchNorm needs GPUs; keeping per-rank BatchNorm", flush=True)
+    model = model.to(device)
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def train(device: torch.device) -> None:
+    rank = dist.get_rank()
+    ddp_model = build_model(device)
+
+    dataset = make_dataset()
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=BATCH_SIZE, sampler=sampler)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.02)
+    loss_fn = nn.MSELoss()
+
+    ddp_model.train()
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)
+        total = 0.0
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(ddp_model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        print(f"rank {rank} epoch {epoch} loss {total / len(loader):.4f}", flush=True)
+
+    bn = ddp_model.module[1]
+    print(f"rank {rank} {type(bn).__name__} running_mean[:3] {bn.running_mean[:3].tolist()}")
+
+
+def main() -> None:
+    device = setup()
+    try:
+        train(device)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
