@@ -6,6 +6,8 @@ Each folder holds a learner program `main.py` and `expected.json`:
  "may_also_fail": [check ids allowed to fail as well (optional)],
  "passing": [check ids that must pass, not merely be skipped (optional)],
  "message_contains": [substrings every listed failing check's message must hold (optional)],
+ "not_judged": [check ids that must be skipped as not reached, the run having stopped early
+                (optional)],
  "spec": {partial ExerciseSpec overrides, e.g. {"limits": {"wall_seconds": 30}} (optional)}}
 
 A correct program must pass with every check `pass` or `skip`; a wrong one must fail with at
@@ -103,6 +105,8 @@ def test_redteam_case(name: str) -> None:
     for c in result.checks:
         if c.status == "fail":  # a failure the learner can act on: what happened, and a hint
             assert c.message and c.hint, report
+        if c.id in exp.get("not_judged", []):
+            assert c.status == "skip" and c.message.startswith("Not judged"), report
         if c.id in must:
             for text in exp.get("message_contains", []):
                 assert text in c.message, f"{c.id}: {text!r} not in its message\n{report}"
