@@ -300,3 +300,11 @@ def test_hand_made_batches_are_judged_from_what_each_rank_trained_on() -> None:
     same = run_of(rank(0, [["a", "b"], ["c", "d"]]), rank(1, [["c", "d"], ["a", "b"]]))
     out = judge("sampler.shards", same)
     assert out.status == "fail" and "both trained on 4 of the same samples" in out.message
+
+
+def test_shards_are_not_judged_when_a_rank_died_before_reporting_its_data() -> None:
+    crash = ev("exception", t=1.0, type="RuntimeError", message="Connection reset by peer")
+    r0 = [start(0), ev("fatal", t=0.5, error="Aborted")]
+    r1 = [start(1), iteration([1, 3, 5, 7], 0), crash, end("exception")]
+    out = judge("sampler.shards", run_of(r0, r1, exit_codes=[-6, 1]))
+    assert out.status == "skip" and out.message.startswith("Not judged")
