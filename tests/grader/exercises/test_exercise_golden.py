@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grader.api import grade
-from grader.contract import Job
+from grader.contract import ExerciseSpec, Job
 from grader.exercises import load_spec
 
 HERE = Path(__file__).parent
@@ -29,6 +30,22 @@ CASES = sorted(
 )
 
 
+# Exercises whose checks do not depend on the world size are graded at the first size of their
+# spec (the shipped solution runs the full spec in test_exercise_shipped); a case whose bug only
+# shows at another size names its own sizes in expected.json ("world_sizes").
+ONE_SIZE = {"allreduce-by-hand"}
+
+
+def _spec(exercise_id: str, expected: dict[str, Any]) -> ExerciseSpec:
+    spec = load_spec(exercise_id)
+    sizes = expected.get("world_sizes")
+    if sizes is None and exercise_id.split("/")[1] in ONE_SIZE:
+        sizes = spec.launch.world_sizes[:1]
+    if sizes is None:
+        return spec
+    return spec.model_copy(update={"launch": spec.launch.model_copy(update={"world_sizes": sizes})})
+
+
 @pytest.mark.sandbox
 @pytest.mark.slow
 @pytest.mark.parametrize(("exercise", "case"), CASES, ids=[f"{e}/{c}" for e, c in CASES])
@@ -39,7 +56,7 @@ def test_golden(exercise: str, case: str) -> None:
     job = Job(
         exercise=exercise_id,
         code=(folder / "main.py").read_text(),
-        spec=load_spec(exercise_id),
+        spec=_spec(exercise_id, expected),
         submission_id=f"golden-{exercise}-{case}",
     )
     result = grade(job, sandbox=os.environ.get("RDV_GOLDEN_SANDBOX"))
