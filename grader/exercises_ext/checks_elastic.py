@@ -194,20 +194,62 @@ def _final_attempt_view(run: RunView) -> RunView:
 _core_completed = get_check("run.completed")
 
 
+def _earlier_attempt_view(run: RunView, attempt: int) -> RunView:
+    """The run as an attempt before the last saw it: its events only. Exit codes and stacks are
+    the last attempt's, so they are left out; the run's wall clock did not stop this attempt."""
+    ranks = [
+        dataclasses.replace(
+            r,
+            events=[e for e in r.events if int(e.get("attempt", 0)) == attempt],
+            exit_code=None,
+            stack=None,
+        )
+        for r in run.ranks
+    ]
+    return dataclasses.replace(run, ranks=ranks, timed_out=False)
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
 def _completed_after_restarts(run: RunView, params: dict[str, Any]) -> Outcome:
     """run.completed, judged on the last attempt of a run that torchrun restarted.
 
-    The ranks of a superseded attempt crash by design (their peer was stopped, e.g. by the
-    grader's injected fault); only the attempt that ran to the end counts.
+    The ranks of an attempt the grader injected a failure into stop by design (the faulted rank
+    exits, its peers lose it); only the attempt that ran to the end counts. An earlier attempt
+    that ended with no injected failure ended because of the program itself: that is reported.
     """
     assert _core_completed is not None
-    restarted = any(int(e.get("attempt", 0)) > 0 for r in run.ranks for e in r.events)
-    if not restarted:
+    last = max((int(e.get("attempt", 0)) for r in run.ranks for e in r.events), default=0)
+    if last == 0:
         return _core_completed.fn(run, params)
+    restarted = f"torchrun restarted the ranks {_times(last)}"
+    for attempt in range(last):
+        earlier = _earlier_attempt_view(run, attempt)
+        if earlier.events("fault"):
+            continue
+        crashed = _core_completed.fn(earlier, params)
+        if crashed.status == "fail":
+            crashed.message = (
+                f"Attempt {attempt + 1} ended without the grader's injected failure, so "
+                f"{restarted} because of your program: " + _lower_first(crashed.message)
+            )
+            return crashed
     outcome = _core_completed.fn(_final_attempt_view(run), params)
     if outcome.status == "pass":
-        outcome.message = outcome.message.rstrip(".") + ", after torchrun restarted them."
+        outcome.message = (
+            outcome.message.rstrip(".") + f" in attempt {last + 1}, after {restarted}."
+        )
+    else:
+        outcome.message = f"In attempt {last + 1}, after {restarted}: " + _lower_first(
+            outcome.message
+        )
     return outcome
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
 if _core_completed is not None:

@@ -141,3 +141,77 @@ def test_launch_env_names_a_sampler_built_for_a_hard_coded_world() -> None:
     }
     out = judge("launch.env", run_of(events))
     assert out.status == "fail" and "built for 2 replicas" in out.message
+
+
+def ddp_bn(n_plain: int, n_synced: int) -> dict[str, Any]:
+    plain = ["1 (BatchNorm1d)"] * n_plain
+    return {
+        "kind": "x_ddp_bn",
+        "line": 40,
+        "plain": plain,
+        "n_plain": n_plain,
+        "n_synced": n_synced,
+    }
+
+
+def test_converted_judges_the_live_modules_not_the_source() -> None:
+    # A program that names SyncBatchNorm but converts only when CUDA is available: on a CPU
+    # worker DDP wrapped plain BatchNorm, whatever the source text says.
+    source = (
+        "if torch.cuda.is_available():\n    model = nn.SyncBatchNorm.convert_sync_batchnorm(m)\n"
+    )
+    run = run_of({0: [ddp_bn(1, 0)], 1: [ddp_bn(1, 0)]}, source=source)
+    out = judge("syncbn.converted", run)
+    assert out.status == "fail"
+    assert "not only when CUDA is available" in out.message and "1 (BatchNorm1d)" in out.message
+    assert judge("syncbn.before_wrap", run).status == "fail"
+    ok = run_of({0: [ddp_bn(0, 1)], 1: [ddp_bn(0, 1)]})
+    assert judge("syncbn.converted", ok).status == "pass"
+    assert judge("syncbn.before_wrap", ok).status == "pass"
+
+
+def test_world_scale_tells_a_divided_loss_from_a_hand_written_mean() -> None:
+    import torch
+
+    from grader.exercises_ext.h_collectives import world_scale
+
+    x = torch.randn(8, 1, requires_grad=True)
+    errors = (x - torch.randn(8, 1)) ** 2
+    assert world_scale(errors.mean(), None, 2) == 1.0
+    assert world_scale(errors.sum() / len(x), None, 2) == 1.0
+    assert world_scale(errors.mean() / 2, None, 2) == 0.5
+    assert world_scale(errors.sum() / (len(x) * 2), None, 2) == 0.5
+    assert world_scale(errors.mean() / 2, None, 3) == 1.0
+    assert world_scale(errors.sum(), None, 2) == 1.0
+
+
+def attempt(kind: str, n: int, **data: Any) -> dict[str, Any]:
+    return {"kind": kind, "attempt": n, "file": "/job/main.py", **data}
+
+
+def test_completed_after_restart_names_the_attempt_and_the_cause() -> None:
+    faulted = {
+        0: [attempt("start", 0), attempt("start", 1), attempt("end", 1, status="ok")],
+        1: [
+            attempt("start", 0),
+            attempt("fault", 0, rank=1, after_steps=3),
+            attempt("start", 1),
+            attempt("end", 1, status="ok"),
+        ],
+    }
+    out = judge("run.completed", run_of(faulted))
+    assert out.status == "pass"
+    assert "in attempt 2, after torchrun restarted the ranks once" in out.message
+    crashed = {
+        0: [attempt("start", 0), attempt("start", 1), attempt("end", 1, status="ok")],
+        1: [
+            attempt("start", 0),
+            attempt("exception", 0, type="KeyError", message="'epoch'", line=12, t=1.0),
+            attempt("start", 1),
+            attempt("end", 1, status="ok"),
+        ],
+    }
+    out = judge("run.completed", run_of(crashed))
+    assert out.status == "fail"
+    assert out.message.startswith("Attempt 1 ended without the grader's injected failure")
+    assert "KeyError" in out.message
