@@ -46,6 +46,7 @@ class _RankLog:
         self.partial = bytearray()
         self.offsets: dict[Path, int] = {}
         self.tail = b""
+        self.attempts = {0}  # attempts whose start is marked in the output (the first needs none)
 
 
 class OutputTailer:
@@ -92,7 +93,8 @@ class OutputTailer:
             offset = log.offsets.get(path)
             if offset is None:
                 offset = 0
-                if attempt > 0:
+                if attempt not in log.attempts:  # once per attempt, not once per stdout/stderr
+                    log.attempts.add(attempt)
                     self._feed(rank, log, f"[restart: attempt {attempt}]\n".encode())
             try:
                 size = path.stat().st_size
