@@ -1,5 +1,9 @@
 """Exception handlers: ApiError everywhere; FastAPI's validation and HTTP errors as JSON
-`{"code", "message"}` on /api paths (pages keep whatever handler the web layer installed)."""
+`{"code", "message"}` on /api paths (pages keep whatever handler the web layer installed).
+
+A page form that fails its CSRF check (an expired or missing token) gets a small HTML page in the
+learner's language with a link back, not the JSON body: a person reads it, not a client.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.auth.errors import ApiError
+from app.auth.pages import form_expired_page
 
 _HTTP_CODES = {
     401: ("not_authenticated", "Sign in first."),
@@ -31,12 +36,23 @@ def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
+def wants_page(request: Request) -> bool:
+    """A browser's page request (a form post), not an API call: a path outside /api/ whose
+    Accept does not ask for JSON alone (browsers send text/html; a bare client sends */*)."""
+    if _is_api(request):
+        return False
+    accept = request.headers.get("accept", "").lower()
+    return "text/html" in accept or "application/json" not in accept
+
+
 def api_error_json(status_code: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"code": code, "message": message, **extra}, status_code=status_code)
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
+    if exc.code == "csrf_failed" and wants_page(request):
+        return form_expired_page(request, exc.status_code)
     response = api_error_json(exc.status_code, exc.code, exc.message)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value

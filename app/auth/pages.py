@@ -10,6 +10,7 @@ import contextlib
 import re
 import uuid
 from typing import Annotated, Any
+from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
@@ -47,6 +48,31 @@ def safe_next(target: str | None) -> str:
     if target and target.startswith("/") and not target.startswith(("//", "/\\")):
         return target
     return "/"
+
+
+def _back_target(request: Request) -> str:
+    """Where the form came from: the Referer when it is a page on this site, else the page that
+    holds the form the request posted (the lesson for a quiz answer), else the course."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    own = {urlsplit(get_settings().base_url).netloc, request.headers.get("host", "")}
+    if referer.scheme in ("http", "https") and referer.netloc and referer.netloc in own:
+        back = (referer.path or "/") + (f"?{referer.query}" if referer.query else "")
+        return safe_next(back)
+    path = request.url.path
+    if path in ("/login", "/register"):
+        return path
+    if path.startswith("/account/"):
+        return "/account/devices"
+    parts = path.split("/")
+    if len(parts) > 3 and parts[1] == "lessons" and parts[2]:  # /lessons/<id>/quiz/<question>
+        query = request.url.query
+        return f"/lessons/{quote(parts[2], safe='')}" + (f"?{query}" if query else "")
+    return "/"
+
+
+def form_expired_page(request: Request, status_code: int = 403) -> Response:
+    """The page a form post gets when its CSRF check fails: nothing was saved, go back."""
+    return _render(request, "auth/form_expired.html", status_code, back=_back_target(request))
 
 
 def _device_name(request: Request) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fastapi.testclient import TestClient
 
 from tests.auth.factories import PASSWORD, browser_sign_up, page_csrf_token, register_and_sign_in
@@ -194,3 +196,85 @@ def test_header_shows_the_account(client: TestClient) -> None:
     signed_in = client.get("/lessons/ddp-fundamentals").text
     assert ">Linus</a>" in signed_in  # the display name links to my devices
     assert 'action="/logout"' in signed_in
+
+
+class TestExpiredFormPage:
+    """A page form that fails its CSRF check gets a page a person can act on (403 kept); API
+    clients keep the JSON body."""
+
+    def test_login_without_a_token_gets_a_page_with_a_link_back(self, client: TestClient) -> None:
+        client.get("/login?next=/account/devices")
+        refused = client.post(
+            "/login",
+            data={"email": "x@example.org", "password": PASSWORD},
+            headers={
+                **ORIGIN,
+                "Accept": "text/html,application/xhtml+xml,*/*;q=0.8",
+                "Referer": "http://testserver/login?next=/account/devices",
+            },
+        )
+        assert refused.status_code == 403
+        assert refused.headers["content-type"].startswith("text/html")
+        assert 'data-testid="form-expired"' in refused.text
+        assert "This form has expired" in refused.text
+        assert 'href="/login?next=/account/devices"' in refused.text
+        assert '<meta name="csrf-token"' in refused.text  # the base layout
+
+    def test_the_page_is_in_the_learner_s_language(self, client: TestClient) -> None:
+        client.get("/register")
+        client.cookies.set("rdv_locale", "tr")
+        refused = client.post(
+            "/register",
+            data={"email": "x@example.org", "display_name": "X", "password": PASSWORD},
+            headers={**ORIGIN, "Accept": "text/html"},
+        )
+        assert refused.status_code == 403
+        assert refused.headers["content-language"] == "tr"
+        assert "Bu formun süresi doldu" in refused.text
+        assert 'href="/register"' in refused.text  # no Referer: the form's own page
+        client.cookies.set("rdv_locale", "pt-BR")
+        refused = client.post("/logout", headers={**ORIGIN, "Accept": "text/html"})
+        assert refused.status_code == 403
+        assert "Este formulário expirou" in refused.text and ">Voltar à página<" in refused.text
+        assert 'href="/"' in refused.text
+
+    def test_a_referer_from_another_site_is_not_followed(self, client: TestClient) -> None:
+        client.get("/login")
+        for referer in ("https://evil.example/login", "http://testserver//evil.example/x", "x"):
+            refused = client.post(
+                "/login",
+                data={"email": "x@example.org", "password": PASSWORD, "csrf_token": "0" * 64},
+                headers={**ORIGIN, "Accept": "text/html", "Referer": referer},
+            )
+            assert refused.status_code == 403
+            assert "evil" not in refused.text, referer
+            assert re.search(r'class="button" href="(/login|/)"', refused.text), referer
+
+    def test_a_cross_site_form_gets_the_page_too(self, client: TestClient) -> None:
+        token = page_csrf_token(client.get("/login").text)
+        refused = client.post(
+            "/login",
+            data={"email": "x@example.org", "password": PASSWORD, "csrf_token": token},
+            headers={"Sec-Fetch-Site": "cross-site", "Accept": "text/html"},
+        )
+        assert refused.status_code == 403
+        assert 'data-testid="form-expired"' in refused.text
+
+    def test_api_clients_keep_the_json_error(self, client: TestClient) -> None:
+        browser_sign_up(client)
+        body = {"events": [_event("web-json")]}
+        for accept in ("text/html", "application/json", "*/*"):
+            refused = client.post(
+                "/api/v1/progress/events", json=body, headers={**ORIGIN, "Accept": accept}
+            )
+            assert refused.status_code == 403
+            assert refused.json()["code"] == "csrf_failed"
+            assert refused.json()["message"]
+        # A script that asks a page route for JSON gets JSON.
+        refused = client.post(
+            "/login",
+            data={"email": "x@example.org", "password": PASSWORD},
+            headers={**ORIGIN, "Accept": "application/json"},
+        )
+        assert refused.status_code == 403
+        assert refused.json()["code"] == "csrf_failed"
