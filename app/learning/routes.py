@@ -4,7 +4,7 @@ the quick check's plain form (no JavaScript); the progress the pages show (app/w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
@@ -201,11 +201,13 @@ def read_progress(
 
 @dataclass(frozen=True)
 class PageProgress:
-    """What the lesson page needs: completed steps and where to resume (see app/web/progress.py).
-    Truthy for every signed-in learner, so the page loads the progress recorder."""
+    """What the lesson page needs: completed steps, where to resume and the saved quiz answers
+    (see app/web/progress.py). Truthy for every signed-in learner, so the page loads the
+    progress recorder."""
 
     completed_steps: frozenset[str]
     last_step: str | None
+    quiz_answers: Mapping[str, str] = field(default_factory=dict)
 
 
 def _lesson_progress_for_page(
@@ -216,7 +218,11 @@ def _lesson_progress_for_page(
     progress = service.lesson_progress(session, learner.id, lesson_id)
     if progress is None:
         return PageProgress(frozenset(), None)
-    return PageProgress(frozenset(progress.completed_steps), progress.last_step)
+    return PageProgress(
+        frozenset(progress.completed_steps),
+        progress.last_step,
+        service.saved_quiz_answers(progress, lesson_id),
+    )
 
 
 def _course_progress_for_page(

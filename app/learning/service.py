@@ -220,6 +220,20 @@ def lesson_progress(
     return to_public(row) if row is not None else None
 
 
+def saved_quiz_answers(progress: LessonProgressPublic, lesson_id: str) -> dict[str, str]:
+    """The learner's latest answer to each question, by question id, for the lesson page: only
+    questions the lesson still asks, with a choice it still offers (an edit may drop either)."""
+    loaded = content.get_catalog().lessons.get(lesson_id)
+    if loaded is None:
+        return {}
+    offered = {question.id: {c.id for c in question.choices} for question in loaded.lesson.quiz}
+    return {
+        question_id: answer.choice
+        for question_id, answer in progress.quiz.answers.items()
+        if answer.choice in offered.get(question_id, ())
+    }
+
+
 def course_standing(session: Session, user_id: uuid.UUID) -> dict[str, LessonStanding]:
     """The learner's standing in every lesson that loads (for the course page), by lesson id."""
     rows = repository.lessons_of_learner(session, user_id)

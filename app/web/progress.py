@@ -6,9 +6,10 @@ there is none. The learning domain replaces them in its `install(app)`:
     app.dependency_overrides[app.web.progress.lesson_progress] = my_progress_dependency
 
 Its dependency may use `OptionalLearner`, `SessionDep` and the path parameter `lesson_id`, and
-returns an object with `completed_steps` (a collection of step ids) and `last_step` (a step id or
-None), or None for a visitor. The page marks completed steps and, when the URL names no step,
-resumes at `last_step`.
+returns an object with `completed_steps` (a collection of step ids), `last_step` (a step id or
+None) and `quiz_answers` (question id -> the learner's latest choice, for questions and choices
+the lesson still has), or None for a visitor. The page marks completed steps, resumes at
+`last_step` when the URL names no step, and shows each saved answer with its verdict.
 
 `course_progress` may use `OptionalLearner` and `SessionDep`; it returns None for a visitor, or a
 mapping from lesson id to a `LessonStandingView` for every lesson that loads. The course page
@@ -29,6 +30,9 @@ class LessonProgressView(Protocol):
 
     @property
     def last_step(self) -> str | None: ...
+
+    @property
+    def quiz_answers(self) -> Mapping[str, str]: ...
 
 
 class LessonStandingView(Protocol):

@@ -132,14 +132,28 @@ def lesson_page(
     """One lesson: step cards one at a time (`?step=N`), the quick check, the exercises.
 
     `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
-    JavaScript) posts to the learning domain, which records the answer and redirects here.
+    JavaScript) posts to the learning domain, which records the answer and redirects here. A
+    signed-in learner also sees every answer saved in their progress, with its verdict.
     """
+    answers = dict(getattr(progress, "quiz_answers", None) or {})
+    if question and choice:
+        answers[question] = choice  # the answer just sent wins over the saved one
+    return _lesson_response(
+        request, lesson_id, locale, progress, step, _verdicts(lesson_id, answers, locale)
+    )
+
+
+def _verdicts(
+    lesson_id: str, answers: dict[str, str], locale: str
+) -> dict[str, tuple[str, QuizVerdict]]:
+    """Each answer (question id -> choice) with its verdict against the lesson as it is now."""
     verdicts = {}
-    # A stale link (the question is gone): the page without a verdict.
-    with contextlib.suppress(content.ContentNotFound):
-        if question and choice:
-            verdicts[question] = (choice, content.check_answer(lesson_id, question, choice, locale))
-    return _lesson_response(request, lesson_id, locale, progress, step, verdicts)
+    for question_id, choice in answers.items():
+        # A stale link (the question is gone): the page without a verdict for it.
+        with contextlib.suppress(content.ContentNotFound):
+            verdict = content.check_answer(lesson_id, question_id, choice, locale)
+            verdicts[question_id] = (choice, verdict)
+    return verdicts
 
 
 def _safe_next(target: str | None) -> str:

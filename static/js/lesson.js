@@ -111,6 +111,7 @@
         return response.json();
       }).then(function (data) {
         showVerdict(feedback, Boolean(data.correct), data.explanation || "");
+        markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
         button.disabled = false;
       }).catch(function () {
         fallback = true;
@@ -118,6 +119,18 @@
         form.submit();
       });
     });
+  }
+
+  // The page marks the saved answer (server-rendered); a new answer moves the mark.
+  function markAnswer(form, checked, label) {
+    form.querySelectorAll("[data-your-answer]").forEach(function (mark) { mark.remove(); });
+    var choice = checked.closest("label");
+    if (!choice || !label) return;
+    var mark = document.createElement("span");
+    mark.className = "badge choice__mine";
+    mark.setAttribute("data-your-answer", "");
+    mark.textContent = label;
+    choice.appendChild(mark);
   }
 
   function showVerdict(feedback, correct, explanation) {

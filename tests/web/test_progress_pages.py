@@ -297,3 +297,128 @@ class TestQuizFormWithoutJavaScript:
         stale = client.get("/lessons/first-steps?question=nope&choice=a")
         assert stale.status_code == 200
         assert 'class="verdict ' not in stale.text
+
+
+def question_block(html: str, question_id: str) -> str:
+    found = re.search(rf'<form class="quiz-question" id="quiz-{question_id}".*?</form>', html, re.S)
+    assert found, f"no question {question_id}"
+    return found.group(0)
+
+
+def checked_choice(block: str) -> str | None:
+    found = re.search(r'value="(\w+)" required\s+checked', block)
+    return found.group(1) if found else None
+
+
+class TestSavedAnswersOnTheLessonPage:
+    """A signed-in learner's saved answers come back with their verdicts when the lesson is
+    reloaded, rendered by the server (no JavaScript needed)."""
+
+    def test_answers_synced_through_the_progress_api_are_shown(
+        self, client: TestClient, session: Session
+    ) -> None:
+        token, _user = sign_up(client, session)
+        sync(client, token, answered("second-lesson", "count", "a"))
+        block = question_block(client.get("/lessons/second-lesson").text, "count")
+        assert checked_choice(block) == "a"
+        assert "verdict--wrong" in block and "Not quite." in block
+        assert block.count("data-your-answer>") == 1 and ">Your answer<" in block
+
+        # The latest answer wins, and a right one says so.
+        sync(client, token, {**answered("second-lesson", "count", "b"), "at": "2026-01-02T10:00Z"})
+        block = question_block(client.get("/lessons/second-lesson?step=3").text, "count")
+        assert checked_choice(block) == "b"
+        assert "verdict--correct" in block and "Correct." in block
+
+    def test_an_answer_given_through_the_quiz_api_is_shown(
+        self, client: TestClient, session: Session
+    ) -> None:
+        token, _user = sign_up(client, session)
+        answer = client.post(
+            "/api/v1/quiz/first-steps/greeting",
+            json={"choice": "a"},
+            headers={"X-CSRF-Token": token, **SAME_SITE},
+        )
+        assert answer.status_code == 200 and answer.json()["recorded"] is True
+        block = question_block(client.get("/lessons/first-steps").text, "greeting")
+        assert checked_choice(block) == "a"
+        assert "verdict--correct" in block and "We start with hello." in block
+
+    def test_an_answer_sent_by_the_plain_form_survives_a_reload(
+        self, client: TestClient, session: Session
+    ) -> None:
+        token, _user = sign_up(client, session)
+        client.post(
+            "/lessons/first-steps/quiz/greeting?step=2",
+            data={"choice": "b", "csrf_token": token},
+            headers=SAME_SITE,
+        )
+        client.cookies.set("rdv_locale", "tr")
+        page = client.get("/lessons/first-steps").text  # no ?question=&choice= any more
+        block = question_block(page, "greeting")
+        assert checked_choice(block) == "b"
+        assert "verdict--wrong" in block and "Merhaba ile başlarız." in block
+        assert ">Yanıtınız<" in block
+
+    def test_a_visitor_and_an_unanswered_question_show_no_verdict(
+        self, client: TestClient, session: Session
+    ) -> None:
+        visitor = question_block(client.get("/lessons/first-steps").text, "greeting")
+        assert checked_choice(visitor) is None and 'class="verdict ' not in visitor
+        assert "data-your-answer>" not in visitor
+        token, _user = sign_up(client, session)
+        sync(client, token, completed("first-steps", "hello"))
+        learner = question_block(client.get("/lessons/first-steps").text, "greeting")
+        assert checked_choice(learner) is None and 'class="verdict ' not in learner
+
+    def test_an_answer_the_lesson_no_longer_offers_is_not_shown(
+        self,
+        client: TestClient,
+        session: Session,
+        lessons_copy: Path,
+        use_lessons: Callable[[Path], None],
+    ) -> None:
+        use_lessons(lessons_copy)
+        token, _user = sign_up(client, session)
+        sync(client, token, answered("first-steps", "greeting", "b"))
+        lesson_file = lessons_copy / "01-first-steps" / "lesson.yaml"
+        text = lesson_file.read_text(encoding="utf-8")
+        edited = text.replace(
+            "      - {id: b, text: {en: Goodbye, tr: Hoşça kal, pt-BR: Tchau}}\n",
+            "      - {id: c, text: {en: Goodbye, tr: Hoşça kal, pt-BR: Tchau}}\n",
+        )
+        assert edited != text
+        lesson_file.write_text(edited, encoding="utf-8")
+        use_lessons(lessons_copy)  # reload now, not after the service's edit-check interval
+        block = question_block(client.get("/lessons/first-steps").text, "greeting")
+        assert checked_choice(block) is None and 'class="verdict ' not in block
+
+
+class TestExpiredQuizForm:
+    def test_a_quiz_form_without_its_token_gets_a_page_back_to_the_lesson(
+        self, client: TestClient, session: Session
+    ) -> None:
+        _token, user = sign_up(client, session)
+        client.cookies.set("rdv_locale", "pt-BR")
+        refused = client.post(
+            "/lessons/first-steps/quiz/greeting?step=2&locale=pt-BR",
+            data={"choice": "a", "csrf_token": "expired"},
+            headers={**SAME_SITE, "Accept": "text/html"},
+            follow_redirects=False,
+        )
+        assert refused.status_code == 403
+        assert "Este formulário expirou" in refused.text
+        assert 'href="/lessons/first-steps?step=2&amp;locale=pt-BR"' in refused.text
+        assert service.lesson_progress(session, user.id, "first-steps") is None
+
+        with_referer = client.post(
+            "/lessons/first-steps/quiz/greeting?step=2",
+            data={"choice": "a"},
+            headers={
+                **SAME_SITE,
+                "Accept": "text/html",
+                "Referer": "http://testserver/lessons/first-steps?step=2",
+            },
+        )
+        assert with_referer.status_code == 403
+        assert 'href="/lessons/first-steps?step=2"' in with_referer.text
