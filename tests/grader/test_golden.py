@@ -10,12 +10,18 @@ import os
 
 import pytest
 
+from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
-from tests.grader.golden import case_names, expected, grade_case, mismatch
+from tests.grader.golden import FORKED_RANKS, case_names, expected, grade_case, mismatch
 
 SANDBOX = os.environ.get("RDV_GOLDEN_SANDBOX", "bwrap")
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FORK_ENV, FORKED_RANKS)
 
 
 @pytest.fixture(scope="session")
@@ -61,15 +67,16 @@ def test_cases_cover_every_check_and_style() -> None:
         assert check_id in caught, f"no golden case catches {check_id}"
 
 
-FORK_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
+SPAWN_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
 
 
-@pytest.mark.parametrize("name", FORK_CASES)
-def test_forked_ranks_give_the_same_verdict(
+@pytest.mark.parametrize("name", SPAWN_CASES)
+def test_spawned_ranks_give_the_same_verdict(
     name: str, golden_sandbox: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RDV_FORK_RANKS=1 (ranks forked from the warm supervisor) judges like spawned ranks."""
-    monkeypatch.setenv("RDV_FORK_RANKS", "1")
+    """Spawned ranks (the production default, as torchrun does) judge like the forked ranks the
+    golden suite runs with."""
+    monkeypatch.setenv(FORK_ENV, "0")
     result = grade_case(name, golden_sandbox)
     assert result.error is None, result.error
     assert mismatch(name, result) is None, [(c.id, c.status, c.message) for c in result.checks]

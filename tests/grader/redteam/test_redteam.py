@@ -25,6 +25,8 @@ import pytest
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import load_spec
+from grader.launcher import FORK_ENV
+from tests.grader.golden import FORKED_RANKS, TEST_LIMITS
 
 HERE = Path(__file__).parent
 EXERCISE = "ddp-fundamentals/train"
@@ -52,6 +54,7 @@ def _spec(name: str) -> ExerciseSpec:
     # One world size keeps the suite short (a passing program is launched once, not once per
     # size); cases whose bug only shows at another size set their own `launch.world_sizes`.
     base["launch"]["world_sizes"] = [2]
+    base["limits"].update(TEST_LIMITS)  # a hang fails after 10 s, not the lesson's 30
     for key, value in _expected(name).get("spec", {}).items():
         if isinstance(value, dict):
             base[key].update(value)
@@ -77,6 +80,11 @@ def test_cases_are_well_formed() -> None:
         assert (exp["status"] == "fail") == bool(exp["failing"]), name
         assert (HERE / name / "main.py").is_file(), name
         assert not set(exp.get("passing", [])) & set(exp["failing"]), name
+
+
+@pytest.fixture(autouse=True)
+def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FORK_ENV, FORKED_RANKS)  # see tests/grader/golden.py
 
 
 @pytest.mark.sandbox
