@@ -33,7 +33,7 @@ CASES = sorted(
 # Exercises whose checks do not depend on the world size are graded at the first size of their
 # spec (the shipped solution runs the full spec in test_exercise_shipped); a case whose bug only
 # shows at another size names its own sizes in expected.json ("world_sizes").
-ONE_SIZE = {"allreduce-by-hand"}
+ONE_SIZE = {"allreduce-by-hand"}  # env-launch pass cases name [2] (+ the 2-node run)
 
 
 def _spec(exercise_id: str, expected: dict[str, Any]) -> ExerciseSpec:
