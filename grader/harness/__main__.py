@@ -159,6 +159,19 @@ def main(argv: list[str]) -> int:
         REAL_EXIT(code)
 
 
+def _fresh_random_state() -> None:
+    """Seed the generators from fresh entropy, as a new interpreter starts: a forked rank would
+    otherwise share the supervisor's torch (and numpy) generator state, so every rank would draw
+    the same "random" initial weights and a program that forgets to broadcast them would pass.
+    Python's own `random` reseeds itself after a fork."""
+    import torch
+
+    torch.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
 def forked_entry(*argv: str) -> None:
     """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
 
@@ -167,6 +180,7 @@ def forked_entry(*argv: str) -> None:
     only the program's run.
     """
     atexit._clear()
+    _fresh_random_state()
     code = run_learner(list(argv), forked=True)
     sys.stdout.flush()
     sys.stderr.flush()
