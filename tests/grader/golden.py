@@ -16,12 +16,6 @@ from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import load_spec
 
 CASES = Path(__file__).with_name("cases")
-# The golden and red-team suites grade ~135 programs of this exercise. They run with the ranks
-# forked from the supervisor (torch imported once per launch instead of once per process: about a
-# third less CPU on this 2-core box, which keeps `make test` inside CI's time). Spawned ranks, the
-# production default, judge the same way: test_golden.py grades a few cases both ways, and the
-# CLI, shipped-solution, containment, exercise and submission tests all spawn.
-FORKED_RANKS = "1"
 EXERCISE = "ddp-fundamentals/train"
 # Faster failure on hangs than the lesson's own limits; the wall clock still covers torch start-up.
 TEST_LIMITS = {"pg_timeout_seconds": 10, "wall_seconds": 120}

@@ -12,16 +12,11 @@ import pytest
 
 from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
-from tests.grader.golden import FORKED_RANKS, case_names, expected, grade_case, mismatch
+from tests.grader.golden import case_names, expected, grade_case, mismatch
 
 SANDBOX = os.environ.get("RDV_GOLDEN_SANDBOX", "bwrap")
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
-
-
-@pytest.fixture(autouse=True)
-def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FORK_ENV, FORKED_RANKS)
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
 
 
 @pytest.fixture(scope="session")

@@ -25,23 +25,11 @@ import pytest
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import load_spec
-from grader.launcher import FORK_ENV
-from tests.grader.golden import FORKED_RANKS, TEST_LIMITS
+from tests.grader.golden import TEST_LIMITS
 
 HERE = Path(__file__).parent
 EXERCISE = "ddp-fundamentals/train"
 CASES = sorted(p.name for p in HERE.iterdir() if (p / "expected.json").is_file())
-
-# Misgrades found and not fixed yet: each is a grader defect, pinned strictly so a fix flips it.
-KNOWN_MISGRADES: dict[str, str] = {}
-
-
-def _case_param(name: str) -> Any:
-    if name in KNOWN_MISGRADES:
-        return pytest.param(
-            name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISGRADES[name])
-        )
-    return name
 
 
 def _expected(name: str) -> dict[str, Any]:
@@ -82,14 +70,10 @@ def test_cases_are_well_formed() -> None:
         assert not set(exp.get("passing", [])) & set(exp["failing"]), name
 
 
-@pytest.fixture(autouse=True)
-def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FORK_ENV, FORKED_RANKS)  # see tests/grader/golden.py
-
-
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [_case_param(name) for name in CASES])
+@pytest.mark.usefixtures("forked_ranks")
+@pytest.mark.parametrize("name", CASES)
 def test_redteam_case(name: str) -> None:
     exp = _expected(name)
     job = Job(
