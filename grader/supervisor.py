@@ -194,8 +194,8 @@ class Supervisor:
         world = int(self.cfg["world_size"])
         ranks = []
         for rank in range(world):
-            events = traces.get(rank, []) + _fatal_events(self.trace_dir, rank)
-            stack = _read_stack(self.trace_dir, rank)
+            stack, fatal = _read_dumps(self.trace_dir, rank)
+            events = traces.get(rank, []) + fatal
             output, truncated, total = self.tailer.result(rank)
             ends = [e for e in events if e.get("kind") == "end"]
             if rank in self.failures:
@@ -245,39 +245,27 @@ def _free_job_dir(keep: set[str]) -> None:
                 os.unlink(os.path.join(root, name))
 
 
-def _read_stack(trace_dir: Path, rank: int) -> str | None:
-    texts = []
-    for path in sorted(trace_dir.glob(f"stack-{rank}-a*.txt")):
-        text = path.read_text(errors="replace").strip()
-        if text:
-            texts.append(text[-20000:])
-    return "\n".join(texts) if texts else None
-
-
-def _fatal_events(trace_dir: Path, rank: int) -> list[dict[str, Any]]:
-    """A "fatal" event per attempt whose faulthandler dump says the rank died of a fatal error
-    (an abort in C++ code, a segfault): it raised no Python exception, so its trace is silent;
-    the dump file was last written when it died, which orders it against the other ranks'
-    failures."""
-    events = []
+def _read_dumps(trace_dir: Path, rank: int) -> tuple[str | None, list[dict[str, Any]]]:
+    """A rank's faulthandler dumps, one file per attempt: their text (the stacks), and a "fatal"
+    event per attempt whose dump says the rank died of a fatal error (an abort in C++ code, a
+    segfault). Such a rank raised no Python exception, so its trace is silent; the dump file was
+    last written when it died, which orders it against the other ranks' failures."""
+    texts: list[str] = []
+    fatal: list[dict[str, Any]] = []
     for path in sorted(trace_dir.glob(f"stack-{rank}-a*.txt")):
         try:
-            text = path.read_text(errors="replace")
+            text = path.read_text(errors="replace").strip()
             died_at = path.stat().st_mtime
             attempt = int(path.stem.rsplit("-a", 1)[1])
         except (OSError, ValueError, IndexError):
             continue
+        if text:
+            texts.append(text[-20000:])
         found = re.search(r"Fatal Python error: ([^\n]*)", text)
         if found:
-            events.append(
-                {
-                    "kind": "fatal",
-                    "t": died_at,
-                    "error": found.group(1).strip()[:200],
-                    "attempt": attempt,
-                }
-            )
-    return events
+            error = found.group(1).strip()[:200]
+            fatal.append({"kind": "fatal", "t": died_at, "error": error, "attempt": attempt})
+    return ("\n".join(texts) if texts else None), fatal
 
 
 def _signal(pid: int, sig: int) -> None:

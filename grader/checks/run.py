@@ -171,10 +171,10 @@ def _failures(run: RunView) -> list[_Failure]:
                 )
             )
         elif r.end is None and r.exit_code is not None and r.exit_code < 0:
-            if r.exit_code == -signal.SIGTERM and not r.of("fatal"):
+            fatal = r.of("fatal")
+            if r.exit_code == -signal.SIGTERM and not fatal:
                 continue  # the launcher stopped it because another rank had failed
             line = stack_line(r.stack, r.learner_file)
-            fatal = r.of("fatal")
             found.append(
                 _Failure(
                     rank=r.rank,
