@@ -65,6 +65,11 @@ def _params_digest(module: Any) -> str:
     return h.hexdigest()
 
 
+def _settled(st: dict[str, Any]) -> bool:
+    """Nothing more to capture: the replay was given up, or the first step's data is saved."""
+    return bool(st["off"] or st.get("saved"))
+
+
 def _backward_ran(micro: dict[str, Any]) -> bool:
     return any(c is not None for c in micro.get("cotangents") or [])
 
@@ -80,7 +85,7 @@ def drop_cleared(tracer: Tracer) -> None:
     (a probe before training, an earlier LBFGS evaluation) no longer count towards the first
     step. Micro-steps of gradient accumulation keep their gradients and so are kept."""
     st = state(tracer)
-    if st["off"] or st.get("saved") or st["ddp"] is None:
+    if _settled(st) or st["ddp"] is None:
         return
     if any(_backward_ran(m) for m in st["micro"]) and _gradients_cleared(st["ddp"].module):
         st["micro"] = [m for m in st["micro"] if not _backward_ran(m)]
@@ -89,7 +94,7 @@ def drop_cleared(tracer: Tracer) -> None:
 def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[str, Any] | None:
     """Before a DDP forward of the first step: remember what is needed to replay it."""
     st = state(tracer)
-    if st["off"] or st.get("saved") or not torch.is_grad_enabled():
+    if _settled(st) or not torch.is_grad_enabled():
         return None
     drop_cleared(tracer)
     if st["ddp"] is not None and not st["micro"]:
@@ -174,7 +179,7 @@ def _autocast_state(device_type: str) -> tuple[str, str] | None:
 def record_loss_scale(tracer: Tracer, loss: Any) -> None:
     """A standard loss function returned `loss`: record the factor applied to it before backward."""
     st = state(tracer)
-    if st["off"] or st.get("saved") or not st["micro"] or tracer.steps:
+    if _settled(st) or not st["micro"] or tracer.steps:
         return
     if not isinstance(loss, torch.Tensor) or not loss.requires_grad or loss.dim() != 0:
         return
@@ -201,34 +206,40 @@ def _constant(node: Any, index: int) -> float | None:
 
 def root_scale(loss: Any) -> float | None:
     """The constant factor applied last to the tensor given to backward (`loss / 2` -> 0.5)."""
+    scaled = scaled_root(loss)
+    return scaled[0] if scaled is not None else None
+
+
+def scaled_root(loss: Any) -> tuple[float, Any] | None:
+    """(the constant factor applied last to a scalar loss, the graph node it was applied to):
+    `errors.sum() / 8 / 2` -> (1/16, the SumBackward node)."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or loss.grad_fn is None:
         return None
     scale, node = 1.0, loss.grad_fn
-    node_any: Any = node
     for _ in range(8):
-        node = node_any
         name = type(node).__name__
         d = _constant(node, 1) if name.startswith("DivBackward") else None
         if d:
             scale /= d
-            node_any = node.next_functions[0][0]
+            below = node.next_functions[0][0]
         elif name.startswith("MulBackward") and (c := _constant(node, 1)) is not None:
             scale *= c
-            node_any = node.next_functions[0][0]
+            below = node.next_functions[0][0]
         elif name.startswith("MulBackward") and (c := _constant(node, 0)) is not None:
             scale *= c
-            node_any = node.next_functions[1][0]
+            below = node.next_functions[1][0]
         else:
             break
-        if node_any is None:
+        if below is None:
             break
-    return scale
+        node = below
+    return scale, node
 
 
 def record_backward_root(tracer: Tracer, tensors: Any) -> None:
     """Before a backward of the first step: the scale put on the loss after it was computed."""
     st = state(tracer)
-    if st["off"] or st.get("saved") or not st["micro"] or tracer.steps:
+    if _settled(st) or not st["micro"] or tracer.steps:
         return
     drop_cleared(tracer)
     if not st["micro"]:
@@ -278,14 +289,21 @@ def saving_closure(tracer: Tracer, optimizer: Any, closure: Any) -> Any:
 
     def first_step_closure(*args: Any, **kwargs: Any) -> Any:
         out = closure(*args, **kwargs)
-        if tracer.steps == 0 and not state(tracer).get("saved"):
-            try:
-                save_first_step(tracer, optimizer)
-            except Exception as exc:
-                state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        try_save_first_step(tracer, optimizer)
         return out
 
     return first_step_closure
+
+
+def try_save_first_step(tracer: Tracer, optimizer: Any) -> None:
+    """save_first_step while the first step is being taken; a failure only turns the replay off
+    (the learner's run never notices)."""
+    if tracer.steps or state(tracer).get("saved"):
+        return
+    try:
+        save_first_step(tracer, optimizer)
+    except Exception as exc:
+        state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
 
 
 def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch.Tensor:
@@ -300,7 +318,7 @@ def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch
 def snapshot_after_backward(tracer: Tracer) -> None:
     """After every backward before the first step: rank 0 keeps its DDP model's gradients."""
     st = state(tracer)
-    if tracer.rank != 0 or st["off"] or st.get("saved") or st["ddp"] is None or tracer.steps:
+    if tracer.rank != 0 or _settled(st) or st["ddp"] is None or tracer.steps:
         return
     st["after_backward"] = {
         n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None)

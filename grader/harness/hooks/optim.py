@@ -66,10 +66,7 @@ def install(tracer: Tracer) -> None:
             if "closure" in kwargs:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
-        try:
-            replay.save_first_step(tracer, optimizer)
-        except Exception as exc:
-            replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        replay.try_save_first_step(tracer, optimizer)
         return None
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
