@@ -25,7 +25,7 @@ import torch.distributed.distributed_c10d as c10d
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from grader.exercises_ext.wrapping import quiet, stack_wrap
-from grader.harness.replay import root_scale
+from grader.harness.replay import scaled_root
 
 MAX_COLL_EVENTS = 4000
 MAX_PARAM_EVENTS = 2000
@@ -164,17 +164,17 @@ def install(tracer: Any) -> None:
 def world_scale(loss: torch.Tensor, gradient: Any, world: int) -> float:
     """The factor 1/world_size the learner put on the loss before backward, else 1.
 
-    Read from the backward graph as the core's replay does (`root_scale`): the constant factors
+    Read from the backward graph as the core's replay does (`scaled_root`): the constant factors
     applied last. `loss / world_size` (then a plain SUM all-reduce) is the world-size scaling;
     so is `errors.sum() / (n * world_size)` over n summed elements. `errors.sum() / n` is the
     loss's own mean, not a scaling.
     """
-    r = root_scale(loss) or 1.0
+    r, base = scaled_root(loss) or (1.0, None)
     if isinstance(gradient, torch.Tensor) and gradient.numel() == 1:
         r *= float(gradient)
     if world <= 1 or r <= 0:
         return 1.0
-    n = _summed_numel(loss)
+    n = _summed_numel(base)
     if n and math.isclose(r * n, 1.0, rel_tol=1e-6):
         return 1.0  # the mean of n summed terms (if n == world size, the loss's own mean)
     if math.isclose(r * world, 1.0, rel_tol=1e-6):
@@ -184,23 +184,12 @@ def world_scale(loss: torch.Tensor, gradient: Any, world: int) -> float:
     return 1.0
 
 
-def _summed_numel(loss: torch.Tensor) -> int | None:
-    """How many elements a `.sum()` right under the loss's constant factors added up."""
-    node: Any = loss.grad_fn
-    for _ in range(9):
-        if node is None:
-            return None
-        name = type(node).__name__
-        if name.startswith("SumBackward"):
-            sizes = getattr(node, "_saved_self_sym_sizes", None)
-            return math.prod(int(v) for v in sizes) if sizes is not None else None
-        if not (name.startswith("DivBackward") or name.startswith("MulBackward")):
-            return None
-        nexts = [fn for fn, _ in node.next_functions if fn is not None]
-        if len(nexts) != 1:
-            return None
-        node = nexts[0]
-    return None
+def _summed_numel(node: Any) -> int | None:
+    """How many elements a `.sum()` node added up (None for any other node)."""
+    if node is None or not type(node).__name__.startswith("SumBackward"):
+        return None
+    sizes = getattr(node, "_saved_self_sym_sizes", None)
+    return math.prod(int(v) for v in sizes) if sizes is not None else None
 
 
 def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
