@@ -87,6 +87,9 @@ class RunView:
     def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
         return [(r.rank, e) for r in self.ranks for e in r.of(kind)]
 
+    def rank(self, rank: int) -> RankView | None:
+        return next((r for r in self.ranks if r.rank == rank), None)
+
     def code_at(self, line: int | None) -> str:
         """` (`source line`)` for a message, or ""."""
         lines = self.source.splitlines()

@@ -24,7 +24,7 @@ def _final_place(run: RunView, rank: int, save: dict[str, Any]) -> tuple[str | N
     path, line = save.get("path"), None
     if not path:
         return path, line
-    view = next((r for r in run.ranks if r.rank == rank), None)
+    view = run.rank(rank)
     seq = save.get("seq", 0)
     for e in view.of("rename") if view else []:
         if e.get("seq", 0) > seq and e.get("src") == path and e.get("dst"):

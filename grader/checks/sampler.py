@@ -169,7 +169,8 @@ def first_pass(batches: list[list[str]]) -> list[str]:
 def _hand_made_shards(run: RunView) -> Outcome | None:
     """No loader handed out the data (batches cut from tensors by hand): judge from the samples
     each rank's training forwards consumed, over each rank's first pass through its data."""
-    consumed = {r.rank: (r.first("consumed") or {}).get("batches") or [] for r in run.ranks}
+    views = {r.rank: r for r in run.ranks}
+    consumed = {rank: (r.first("consumed") or {}).get("batches") or [] for rank, r in views.items()}
     if not all(consumed.values()):
         return None
     passes = {rank: first_pass(batches) for rank, batches in consumed.items()}
@@ -180,20 +181,14 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
             shared = len(set(passes[a]) & set(passes[b]))
             smaller = min(len(set(passes[a])), len(set(passes[b])))
             if shared > max(1.0, 0.05 * smaller):
+                forward = views[b].first("ddp_forward") or {}
                 return failed(
                     f"Rank {a} and rank {b} both trained on {shared} of the same samples in "
                     f"their first pass over the data (of the {smaller} samples the smaller pass "
                     "held; judged from the batches fed to the DDP model, as no DataLoader handed "
                     "them out): nothing split the data between the ranks.",
                     rank=b,
-                    line=next(
-                        (
-                            (r.first("ddp_forward") or {}).get("line")
-                            for r in run.ranks
-                            if r.rank == b
-                        ),
-                        None,
-                    ),
+                    line=forward.get("line"),
                 )
     if run.world_size == 1:
         return passed("Only one rank ran; its data needed no split.")

@@ -59,7 +59,8 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
         stuck = [r for r in called if not exits[r]]
         elsewhere = []
         for r in absent:
-            rv = next(x for x in run.ranks if x.rank == r)
+            rv = run.rank(r)
+            assert rv is not None  # `absent` comes from run.ranks
             at = where(run, last_line(rv))
             if (rv.end or {}).get("status") == "ok":
                 elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
