@@ -11,10 +11,11 @@ from grader.launcher import FORK_ENV
 def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Grade with the ranks forked from the supervisor (RDV_FORK_RANKS=1).
 
-    The golden and red-team suites grade ~135 programs of the lesson-2 exercise this way: torch is
+    The golden, red-team and exercise-golden suites grade ~180 programs this way: torch is
     imported once per launch instead of once per process, about a third less CPU on a 2-core box,
     which keeps `make test` inside CI's time. Spawned ranks, the production default, judge the
     same way: test_golden.py grades a few cases both ways, and the CLI, shipped-solution,
-    containment, exercise and submission tests all spawn.
+    containment and submission tests all spawn. Forked ranks reseed their generators (an
+    exercise case that never broadcasts its initial weights fails only if they do).
     """
     monkeypatch.setenv(FORK_ENV, "1")

@@ -12,7 +12,6 @@ import pytest
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job
 from grader.exercises import load_spec
-from grader.launcher import FORK_ENV
 
 HERE = Path(__file__).parent
 EXERCISES = {
@@ -49,19 +48,10 @@ def _spec(exercise_id: str, expected: dict[str, Any]) -> ExerciseSpec:
 
 @pytest.mark.sandbox
 @pytest.mark.slow
+@pytest.mark.usefixtures("forked_ranks")  # tests/grader/conftest.py; the 2-node launch spawns
 @pytest.mark.parametrize(("exercise", "case"), CASES, ids=[f"{e}/{c}" for e, c in CASES])
 def test_golden(exercise: str, case: str) -> None:
     grade_and_compare(exercise, case)
-
-
-@pytest.mark.sandbox
-@pytest.mark.slow
-def test_forked_ranks_draw_their_own_initial_weights(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ranks forked from the warm supervisor start from fresh random state, as spawned ranks do:
-    sharing the supervisor's generator, every rank drew the same initial weights and a program
-    that never broadcasts them passed."""
-    monkeypatch.setenv(FORK_ENV, "1")
-    grade_and_compare("allreduce-by-hand", "fail_no_broadcast")
 
 
 def grade_and_compare(exercise: str, case: str) -> None:
