@@ -27,6 +27,7 @@ from grader.contract import (
     localize,
 )
 from grader.exercises_ext.runs import plan_runs
+from grader.faults import place_faults
 from grader.launcher import Launch, plan_launch, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 
@@ -84,6 +85,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     for plan in plans:
         launch = plan_launch(plan.world_size, job.spec.launch.device)
         launch.nnodes, launch.faults = plan.nnodes, plan.faults
+        if plan.faults and plan.reference is not None:
+            # Placed from what the program did in its uninterrupted run, launched first.
+            launch.faults = place_faults(plan.faults, views[plan.reference])
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
