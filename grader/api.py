@@ -26,6 +26,7 @@ from grader.contract import (
     Timings,
     localize,
 )
+from grader.faults import place_faults
 from grader.launcher import Launch, plan_launches, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 
@@ -79,6 +80,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
     for launch in plan_launches(job.spec):
+        if launch.faults and launch.reference is not None:
+            # Placed from what the program did in its uninterrupted run, launched first.
+            launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
