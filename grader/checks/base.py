@@ -189,6 +189,11 @@ def all_checks() -> dict[str, CheckDef]:
     return dict(_REGISTRY)
 
 
+def ordinal(n: int) -> str:
+    """1 -> '1st', 2 -> '2nd', 11 -> '11th'."""
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def plural(n: int, word: str) -> str:
     """(1, "save") -> "1 save"; (2, "save") -> "2 saves"."""
     return f"{n} {word}" + ("" if n == 1 else "s")

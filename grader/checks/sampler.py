@@ -14,6 +14,7 @@ from grader.checks.base import (
     check,
     failed,
     index_ranges,
+    ordinal,
     passed,
     skipped,
 )
@@ -97,7 +98,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     if shared > max(pad, 0.05 * smaller, 1):
                         return failed(
                             f"Rank {a} and rank {b} both trained on {shared} of the same samples "
-                            f"in their {_nth(i + 1)} pass over the data (of the {smaller} "
+                            f"in their {ordinal(i + 1)} pass over the data (of the {smaller} "
                             "compared): each rank built its own dataset, but they hold the same "
                             "samples.",
                             rank=b,
@@ -117,8 +118,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     )
                     why = _why_overlap(run, its[a], its[b], a, b)
                     return failed(
-                        f"Rank {a} and rank {b} both saw {what} in their {_nth(i + 1)} pass over "
-                        f"the data.{why}",
+                        f"Rank {a} and rank {b} both saw {what} in their {ordinal(i + 1)} pass "
+                        f"over the data.{why}",
                         rank=b,
                         line=its[b].get("line"),
                     )
@@ -140,7 +141,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     else f"; no rank saw indices {index_ranges(unseen_indices)}"
                 )
                 return failed(
-                    f"In their {_nth(i + 1)} pass over the data "
+                    f"In their {ordinal(i + 1)} pass over the data "
                     f"{'the ranks together' if len(its) > 1 else 'rank 0'} "
                     f"saw only {len(union)} of the {loader_len} samples{missing}.",
                     rank=0,
@@ -277,19 +278,13 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             else:
                 why = "the sampler handed out the same order again"
             return failed(
-                f"Rank {rank} trained on the same shuffle in its {_nth(n - 1)} and {_nth(n)} "
+                f"Rank {rank} trained on the same shuffle in its {ordinal(n - 1)} and {ordinal(n)} "
                 f"passes over the data{start}: {why}.",
                 rank=rank,
                 line=cur.get("line"),
             )
     n = max(len(v) for v in dist_its.values())
     return passed(f"Each of the {n} training epochs used a new shuffle on every rank.")
-
-
-def _nth(n: int) -> str:
-    """1 -> '1st', 2 -> '2nd': passes over the data are counted from 1, sampler epochs from 0,
-    so the two never share a word in one sentence."""
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _repeated_epoch(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, plural, skipped
+from grader.checks.base import Outcome, RunView, check, failed, ordinal, passed, plural, skipped
 
 REL_TOL = 1e-5
 
@@ -43,11 +43,7 @@ def _which(wraps: list[tuple[int, dict[str, Any]]], e: dict[str, Any]) -> str:
     if len(on_rank) < 2:
         return "The model"
     index = next((i for i, w in enumerate(on_rank) if w.get("line") == e.get("line")), 0)
-    return f"The {_ordinal(index + 1)} model"
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+    return f"The {ordinal(index + 1)} model"
 
 
 @check(
