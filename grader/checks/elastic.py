@@ -178,11 +178,14 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     sa, sb = a.get("sums", []), b.get("sums", [])
     names = b.get("names") or ref_steps[0].get("names") or []
-    worst, where_i = 0.0, 0
-    for i, (x, y) in enumerate(zip(sa, sb, strict=False)):
-        rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
-        if rel > worst:
-            worst, where_i = rel, i
+    worst, where_i, what = 0.0, 0, "sum"
+    for stat in ("sums", "squares"):  # the sum of squares sees what sums cannot
+        pairs = zip(a.get(stat, []), b.get(stat, []), strict=False)
+        for i, (x, y) in enumerate(pairs):
+            rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
+            if rel > worst:
+                worst, where_i, what = rel, i, "sum" if stat == "sums" else "sum of squares"
+                sa, sb = a.get(stat, []), b.get(stat, [])
     if worst <= tol and len(sa) == len(sb):
         return passed(
             "After the failure and the restart, rank 0's final weights match an uninterrupted "
@@ -201,7 +204,7 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     return failed(
         f"After the failure (after step {fstep}) and the restart, rank 0's final weights differ "
-        f"from an uninterrupted run's: the sum of {name} is {sa[where_i]:.6g} instead of "
+        f"from an uninterrupted run's: the {what} of {name} is {sa[where_i]:.6g} instead of "
         f"{sb[where_i]:.6g} (relative difference {worst:.1e}).{extra}",
         rank=0,
     )

@@ -76,7 +76,9 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             f"{_which(wraps, e)} wrapped in DDP {run.where(e.get('line'))} still has "
             f"{plural(int(e['n_plain']), 'plain BatchNorm layer')}: {names}. Each rank "
-            "normalises with the statistics of its own small batch only." + _plain_on_cpu(run),
+            "normalises with the statistics of its own small batch only."
+            # Nothing converted at all on a CPU worker: perhaps only when CUDA is available.
+            + ("" if converts else _plain_on_cpu(run)),
             rank=rank,
             line=e.get("line"),
         )

@@ -179,7 +179,7 @@ def _stale_message(
         f"The optimizer state rank {rank} saved {run.where(save.get('line'))} is stale: it is "
         f"the state consolidated {run.where(last.get('line'))}, before later optimizer steps, "
         f"and for {live['stale']} of the {plural(int(live.get('compared', 0)), 'parameter')} "
-        f"rank {rank} holds it differs from the live optimizer's{steps_text}. Call "
+        f"whose state rank {rank} holds, it differs from the live optimizer's{steps_text}. Call "
         "consolidate_state_dict(to=0) on every rank right before saving."
     )
 

@@ -236,3 +236,22 @@ def test_a_line_search_closure_returning_each_ranks_own_loss_fails() -> None:
     assert out.status == "fail" and out.rank == 1 and out.line == 33
     assert "closure returned 0.53 on rank 1 and 0.61 on rank 0" in out.message
     assert judge("ddp.in_sync", run_of(rank(0.57), rank(0.57))).status == "pass"
+
+
+def test_equivalence_sees_what_parameter_sums_cannot() -> None:
+    # A two-class softmax layer's rows move in opposite directions: equal sums, other weights.
+    def steps(square: float) -> list[dict[str, Any]]:
+        return [
+            ev("step", opt=0, n=1, digest="a", sums=[0.5], squares=[2.0], names=["fc.weight"]),
+            ev("step", opt=0, n=2, digest=f"b{square}", sums=[0.5], squares=[square]),
+        ]
+
+    fault = ev("fault", rank=1, after_steps=1, attempt=0, placed="snapshot", snapshot_step=0)
+    save = ev("save", ok=True, path="/w/s.pt", model_state=True, attempt=0)
+    faulted = [
+        {**e, "attempt": 1} for e in [ev("load", ok=True, path="/w/s.pt"), *steps(3.0)[1:], end()]
+    ]
+    reference = run_of([*steps(2.5), end()], [*steps(2.5), end()])
+    run = run_of([save, *faulted], [fault, *faulted], reference=reference)
+    out = judge("elastic.equivalent", run)
+    assert out.status == "fail" and "sum of squares of fc.weight is 3" in out.message

@@ -23,10 +23,13 @@ LARGE_MODEL = 5_000_000
 MAX_CLOSURE_EVENTS = 200
 
 
-def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
+def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
+    """A hash of the parameters, and each tensor's sum and sum of squares (the sum alone cannot
+    tell some updates apart: a two-class softmax layer's rows move in opposite directions)."""
     h = hashlib.blake2b(digest_size=16)
     large = sum(p.numel() for p in params) > LARGE_MODEL
     sums: list[float] = []
+    squares: list[float] = []
     with torch.no_grad():
         for p in params:
             flat = p.detach().reshape(-1)
@@ -36,8 +39,10 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
             flat = flat.to("cpu")
             h.update(flat.contiguous().view(torch.uint8).numpy().tobytes())
             if len(sums) < MAX_SUMS:
-                sums.append(float(p.detach().double().sum()))
-    return h.hexdigest(), sums
+                values = p.detach().double()
+                sums.append(float(values.sum()))
+                squares.append(float(values.square().sum()))
+    return h.hexdigest(), sums, squares
 
 
 def install(tracer: Tracer) -> None:
@@ -110,8 +115,14 @@ def install(tracer: Tracer) -> None:
         if current is not None:
             current["steps"] += 1
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        digest, sums = _digest(params)
-        event: dict[str, Any] = {"opt": index, "n": n, "digest": digest, "sums": sums}
+        digest, sums, squares = _digest(params)
+        event: dict[str, Any] = {
+            "opt": index,
+            "n": n,
+            "digest": digest,
+            "sums": sums,
+            "squares": squares,
+        }
         if n == 1:
             names, frac = names_for(params)
             event.update(names=names[:MAX_SUMS], ddp_frac=frac, line=tracer.where())
