@@ -119,7 +119,7 @@ def _every_process_saves(run: RunView) -> Outcome | None:
             continue
         rank, e = next((r, e) for r, e in saves if r == writers[1])
         return failed(
-            f"With {run.world_size} ranks on one node, {ranks_text(writers)} each saved "
+            f"Already on one node, {ranks_text(writers)} each saved "
             f"{path.rsplit('/', 1)[-1]} (rank {rank} {run.where(e.get('line'))}): every process "
             "writes the same file at the same time. Guard the save with the global rank: "
             "if int(os.environ['RANK']) == 0 (or dist.get_rank() == 0).",
