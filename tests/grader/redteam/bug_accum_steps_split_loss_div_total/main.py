@@ -1,5 +1,5 @@
 """nanoGPT-style accumulation with the loss divided by the TOTAL number of micro-batches
-(steps per rank x world size): 1/4 at 1 and at 2 ranks, right at 1, half the gradient at 2.
+(steps per rank x world size): 1/4 at 1 and at 2 ranks, right at 1, half the gradient at 2."""
 
 import contextlib
 import os
@@ -45,4 +45,6 @@ for it in range(max_iters):
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
+if ddp_rank == 0:
+    torch.save({"model": model.module.state_dict(), "iter_num": max_iters}, "ckpt.pt")
 dist.destroy_process_group()

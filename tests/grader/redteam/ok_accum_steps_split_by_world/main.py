@@ -45,4 +45,6 @@ for it in range(max_iters):
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
+if ddp_rank == 0:
+    torch.save({"model": model.module.state_dict(), "iter_num": max_iters}, "ckpt.pt")
 dist.destroy_process_group()
