@@ -138,8 +138,12 @@ def ckpt_unwrapped(run: RunView, params: dict[str, Any]) -> Outcome:
             "'_orig_mod.', so a fresh bare model cannot load it."
         )
     return passed(
-        f"The {plural(len(saves), 'checkpoint write')} hold the bare model's state_dict: it loads "
-        "into a fresh bare model (keys and shapes)."
+        (
+            "The checkpoint write holds"
+            if len(saves) == 1
+            else f"The {len(saves)} checkpoint writes hold"
+        )
+        + " the bare model's state_dict: it loads into a fresh bare model (keys and shapes)."
     )
 
 
