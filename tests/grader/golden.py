@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job, Result
-from grader.exercises import load_spec
+from grader.exercises import graded_exercises, load_spec
 
 HERE = Path(__file__).parent
 # Faster failure on hangs than the lesson's own limits; the wall clock still covers torch start-up.
@@ -131,14 +131,13 @@ def _lesson_spec(exercise: str) -> ExerciseSpec:
 LESSON2 = {"": "ddp-fundamentals/train"}
 CASES = Suite(HERE / "cases", LESSON2, sandbox="bwrap", short_launch=True)
 REDTEAM = Suite(HERE / "redteam", LESSON2, sandbox=None, short_launch=True)
+# tests/grader/exercises/<exercise>/: the folder is named after the exercise's id in its lesson.
 EXERCISES = Suite(
     HERE / "exercises",
     {
-        "allreduce-by-hand": "data-vs-model-parallelism/allreduce-by-hand",
-        "syncbn": "syncbn-sharded-state/syncbn",
-        "zero-checkpoint": "syncbn-sharded-state/zero-checkpoint",
-        "env-launch": "torchrun-launch/env-launch",
-        "elastic-resume": "torchrun-launch/elastic-resume",
+        exercise.split("/")[1]: exercise
+        for exercise in graded_exercises()
+        if (HERE / "exercises" / exercise.split("/")[1]).is_dir()
     },
     sandbox=None,
     one_size=frozenset({"data-vs-model-parallelism/allreduce-by-hand"}),
