@@ -92,6 +92,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
+        harness_error = harness_failure(job, view)
+        if harness_error:
+            return Result.platform_error(harness_error)
         if launch.reference is not None:
             view.reference = views[launch.reference]
         if not launch.judged:
@@ -148,6 +151,24 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         artifacts={"sampler": sampler_artifact(view)} if view.ranks else {},
         timings_ms=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
     )
+
+
+def harness_failure(job: Job, view: RunView) -> str | None:
+    """A failure of the grader's own harness in any rank: the run was observed only in part, so
+    no verdict is given; the stacks go to the worker log."""
+    failures = view.events("harness_error")
+    for rank, e in failures:
+        log.error(
+            "grading %s: the harness failed in %s on rank %s:\n%s",
+            job.submission_id,
+            e.get("where"),
+            rank,
+            e.get("traceback") or e.get("error"),
+        )
+    if not failures:
+        return None
+    rank, first = failures[0]
+    return f"the grader's harness failed ({first.get('where')}, rank {rank}): {first.get('error')}"
 
 
 def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
