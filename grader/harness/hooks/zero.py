@@ -182,6 +182,8 @@ def compare_live(sd: Any, zero: Any) -> dict[str, Any]:
             live = zero.optim.state.get(p) or {}
             index = zero._param_to_index.get(p)
             saved = state.get(index) or {}
+            if not isinstance(saved, dict) or not isinstance(live, dict):
+                continue  # not an optimizer's per-parameter state: nothing to compare
             if not live and not saved:
                 continue
             compared += 1
