@@ -161,6 +161,12 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
+def _judged_saves(saves: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """Every optimizer state rank 0 saved (the one that holds the consolidated state), else every
+    rank's."""
+    return [(r, e) for r, e in saves if r == 0] or saves
+
+
 def _stale_message(
     run: RunView, rank: int, save: dict[str, Any], exits: list[dict[str, Any]]
 ) -> str | None:
@@ -196,15 +202,17 @@ def state_complete(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             "No checkpoint held an optimizer state (a dict with 'state' and 'param_groups')."
         )
+    for rank, e in _judged_saves(saves):  # every checkpoint, not only the last
+        listed, total = int(e.get("listed", 0)), int(e.get("n_params", 0))
+        if listed < total:
+            return failed(
+                f"The optimizer state rank {rank} saved {run.where(e.get('line'))} covers "
+                f"{listed} of the {total} parameters: a shard, not the whole state.",
+                rank=rank,
+                line=e.get("line"),
+            )
     rank, e = saves[-1]
-    listed, total, stated = int(e.get("listed", 0)), int(e.get("n_params", 0)), e.get("stated", 0)
-    if listed < total:
-        return failed(
-            f"The optimizer state rank {rank} saved {run.where(e.get('line'))} covers "
-            f"{listed} of the {total} parameters: a shard, not the whole state.",
-            rank=rank,
-            line=e.get("line"),
-        )
+    total, stated = int(e.get("n_params", 0)), e.get("stated", 0)
     return passed(
         f"The optimizer state saved {run.where(e.get('line'))} lists all {total} parameters "
         f"({stated} with optimizer state)."
@@ -221,15 +229,16 @@ def loadable(run: RunView, params: dict[str, Any]) -> Outcome:
     saves = _saved_states(run)
     if not saves:
         return failed("No checkpoint held an optimizer state, so there was nothing to load.")
+    for rank, e in _judged_saves(saves):
+        if e.get("load_error"):
+            return failed(
+                f"The optimizer state saved {run.where(e.get('line'))} does not load into a fresh "
+                f"optimizer over all the model's parameters: {e['load_error']}",
+                rank=rank,
+                line=e.get("line"),
+            )
     rank, e = saves[-1]
     name = e.get("path") or "the checkpoint"
-    if e.get("load_error"):
-        return failed(
-            f"The optimizer state saved {run.where(e.get('line'))} does not load into a fresh "
-            f"optimizer over all the model's parameters: {e['load_error']}",
-            rank=rank,
-            line=e.get("line"),
-        )
     short = name.rsplit("/", 1)[-1]
     return passed(
         f"{short} was read back and its optimizer state loaded into a fresh optimizer over all "
