@@ -1,9 +1,11 @@
 """The grader's single entry point: `grade(job) -> Result` (the app imports only this and the
 contract).
 
-One launch per world size of the spec, in order, each in a fresh sandbox and job dir; grading
-stops at the first world size where a check fails. A check fails overall if it failed at any world
-size; it is skipped if it was skipped everywhere.
+The launches of `launcher.plan_launches`, in order, each in a fresh sandbox and job dir; a
+program that cannot run to the end at one world size (`run.completed` fails) gets no other. A
+check fails overall if it failed in any judged launch; it is skipped if it was skipped in all of
+them. A failure of the harness in any launch ends the grading as a platform `error`. The whole
+path: docs/architecture.md.
 """
 
 from __future__ import annotations

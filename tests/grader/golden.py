@@ -193,3 +193,11 @@ def problems(case: Case, result: Result) -> list[str]:
         if c.status == "fail" and not (c.message and c.hint):
             found.append(f"{c.id} failed without a message and a hint")
     return found
+
+
+def assert_graded_as_expected(case: Case) -> Result:
+    """Grade the case and fail the test with every difference and the whole report."""
+    result = grade_case(case)
+    found = problems(case, result)
+    assert not found, f"{case.name}: {found}\n{report(result)}"
+    return result

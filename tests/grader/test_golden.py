@@ -11,7 +11,7 @@ import pytest
 
 from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
-from tests.grader.golden import CASES, Case, grade_case, problems, report
+from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
 BY_NAME = {case.name: case for case in CASES.cases()}
@@ -27,9 +27,8 @@ def golden_sandbox() -> str:
 
 
 def check_case(case: Case, sandbox: str) -> None:
-    result = grade_case(case)
+    result = assert_graded_as_expected(case)
     assert result.launch is not None and result.launch.sandbox == sandbox, report(result)
-    assert not problems(case, result), f"{case.name}: {problems(case, result)}\n{report(result)}"
     for c in result.checks:
         if c.status == "fail":
             # Feedback a learner can act on: a sentence with what happened, and a hint.
@@ -73,6 +72,4 @@ def test_spawned_ranks_give_the_same_verdict(
     """Spawned ranks (the production default, as torchrun does) judge like the forked ranks the
     golden suite runs with."""
     monkeypatch.setenv(FORK_ENV, "0")
-    case = BY_NAME[name]
-    result = grade_case(case)
-    assert not problems(case, result), report(result)
+    assert_graded_as_expected(BY_NAME[name])

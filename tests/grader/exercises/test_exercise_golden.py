@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.grader.golden import EXERCISES, grade_case, problems, report
+from tests.grader.golden import EXERCISES, assert_graded_as_expected
 
 BY_NAME = {case.name: case for case in EXERCISES.cases()}
 
@@ -16,7 +16,4 @@ BY_NAME = {case.name: case for case in EXERCISES.cases()}
 @pytest.mark.usefixtures("forked_ranks")  # tests/grader/conftest.py; the 2-node launch spawns
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_golden(name: str) -> None:
-    case = BY_NAME[name]
-    result = grade_case(case)
-    found = problems(case, result)
-    assert not found, f"{name}: {found}\n{report(result)}"
+    assert_graded_as_expected(BY_NAME[name])

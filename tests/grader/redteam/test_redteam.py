@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.grader.golden import REDTEAM, grade_case, problems, report
+from tests.grader.golden import REDTEAM, assert_graded_as_expected
 
 BY_NAME = {case.name: case for case in REDTEAM.cases()}
 
@@ -28,7 +28,4 @@ def test_cases_are_well_formed() -> None:
 @pytest.mark.usefixtures("forked_ranks")
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_redteam_case(name: str) -> None:
-    case = BY_NAME[name]
-    result = grade_case(case)
-    found = problems(case, result)
-    assert not found, f"{name}: {found}\n{report(result)}"
+    assert_graded_as_expected(BY_NAME[name])
