@@ -1,9 +1,11 @@
 """The grader's single entry point: `grade(job) -> Result` (the app imports only this and the
 contract).
 
-One launch per world size of the spec, in order, each in a fresh sandbox and job dir; grading
-stops at the first world size where a check fails. A check fails overall if it failed at any world
-size; it is skipped if it was skipped everywhere.
+The launches of `launcher.plan_launches`, in order, each in a fresh sandbox and job dir; a
+program that cannot run to the end at one world size (`run.completed` fails) gets no other. A
+check fails overall if it failed in any judged launch; it is skipped if it was skipped in all of
+them. A failure of the harness in any launch ends the grading as a platform `error`. The whole
+path: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from grader.contract import (
     Timings,
     localize,
 )
-from grader.exercises_ext.runs import plan_runs
-from grader.launcher import Launch, plan_launch, run_launch
+from grader.faults import place_faults
+from grader.launcher import Launch, plan_launches, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 
 log = logging.getLogger(__name__)
@@ -78,12 +80,11 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
-    # Issue 4: the plan adds a multi-node launch and uninterrupted twins of faulted launches.
-    plans = plan_runs(job.spec)
     views: list[RunView] = []
-    for plan in plans:
-        launch = plan_launch(plan.world_size, job.spec.launch.device)
-        launch.nnodes, launch.faults = plan.nnodes, plan.faults
+    for launch in plan_launches(job.spec):
+        if launch.faults and launch.reference is not None:
+            # Placed from what the program did in its uninterrupted run, launched first.
+            launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
@@ -93,9 +94,12 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
-        if plan.reference is not None:
-            view.reference = views[plan.reference]
-        if not plan.judged:
+        harness_error = harness_failure(job, view)
+        if harness_error:
+            return Result.platform_error(harness_error)
+        if launch.reference is not None:
+            view.reference = views[launch.reference]
+        if not launch.judged:
             continue
         t1 = time.monotonic()
         outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
@@ -151,6 +155,24 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     )
 
 
+def harness_failure(job: Job, view: RunView) -> str | None:
+    """A failure of the grader's own harness in any rank: the run was observed only in part, so
+    no verdict is given; the stacks go to the worker log."""
+    failures = view.events("harness_error")
+    for rank, e in failures:
+        log.error(
+            "grading %s: the harness failed in %s on rank %s:\n%s",
+            job.submission_id,
+            e.get("where"),
+            rank,
+            e.get("traceback") or e.get("error"),
+        )
+    if not failures:
+        return None
+    rank, first = failures[0]
+    return f"the grader's harness failed ({first.get('where')}, rank {rank}): {first.get('error')}"
+
+
 def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
     definition = get_check(check_id)
     assert definition is not None
@@ -181,7 +203,7 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
             if o.status == "fail":
                 chosen = (launch, o)
                 break
-            # Issue 4: a pass at the largest world size (the last run) speaks for all of them.
+            # A pass at the largest world size (the last run) speaks for all of them.
             if chosen is None or (
                 o.status == "pass"
                 and (chosen[1].status != "pass" or launch.world_size >= chosen[0].world_size)

@@ -1,4 +1,4 @@
-"""The grader's contract: Job in, Result out (DESIGN.md section 4). (contract)
+"""The grader's contract: Job in, Result out (docs/architecture.md, "The grader's contract").
 
 `app/` may import this module and nothing else from `grader/`. The exercise's `grading` block in
 its lesson YAML is an `ExerciseSpec`. A Result is written as JSON with `Result.model_dump_json()`.
@@ -34,8 +34,11 @@ class FaultSpec(_Strict):
 
     kind: Literal["exit"] = "exit"
     rank: int = 1
-    # Inject after this many optimizer steps of the given attempt (restart count).
-    after_steps: int = 3
+    # "snapshot": stop the rank `after_steps` optimizer steps after the program's first snapshot
+    # was completely written, as its uninterrupted reference run shows (grader/faults.py);
+    # "steps": after `after_steps` optimizer steps of the given attempt (restart count).
+    after: Literal["snapshot", "steps"] = "snapshot"
+    after_steps: int = Field(1, ge=1)
     attempt: int = 0
     exit_code: int = 1
 

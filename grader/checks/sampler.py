@@ -14,6 +14,7 @@ from grader.checks.base import (
     check,
     failed,
     index_ranges,
+    ordinal,
     passed,
     skipped,
 )
@@ -27,14 +28,10 @@ def training_epochs(run: RunView) -> dict[int, list[dict[str, Any]]]:
         r.rank: [
             e
             for e in r.of("iteration")
-            if e.get("steps", 0) > 0 and e.get("attempt", 0) == _last_attempt(r)
+            if e.get("steps", 0) > 0 and e.get("attempt", 0) == r.last_attempt
         ]
         for r in run.ranks
     }
-
-
-def _last_attempt(rank: Any) -> int:
-    return max((e.get("attempt", 0) for e in rank.events), default=0)
 
 
 def sampler_artifact(run: RunView) -> dict[str, Any]:
@@ -61,7 +58,8 @@ def sampler_artifact(run: RunView) -> dict[str, Any]:
     "sampler.shards",
     title="Each rank trains on its own shard of the data",
     hint="Give the training DataLoader sampler=DistributedSampler(dataset) (and no shuffle=True: "
-    "the sampler shuffles). It hands each rank a different slice of every epoch.",
+    "the sampler shuffles). It hands each rank a different slice of every epoch, of the same "
+    "data on every rank: seed the generator of any random split the same way on every rank.",
 )
 def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
@@ -100,8 +98,9 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     if shared > max(pad, 0.05 * smaller, 1):
                         return failed(
                             f"Rank {a} and rank {b} both trained on {shared} of the same samples "
-                            f"in epoch {i + 1} (of the {smaller} compared): each rank built its "
-                            "own dataset, but they hold the same samples.",
+                            f"in their {ordinal(i + 1)} pass over the data (of the {smaller} "
+                            "compared): each rank built its own dataset, but they hold the same "
+                            "samples.",
                             rank=b,
                             line=its[b].get("line"),
                         )
@@ -119,7 +118,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     )
                     why = _why_overlap(run, its[a], its[b], a, b)
                     return failed(
-                        f"Rank {a} and rank {b} both saw {what} in epoch {i + 1}.{why}",
+                        f"Rank {a} and rank {b} both saw {what} in their {ordinal(i + 1)} pass "
+                        f"over the data.{why}",
                         rank=b,
                         line=its[b].get("line"),
                     )
@@ -141,7 +141,8 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     else f"; no rank saw indices {index_ranges(unseen_indices)}"
                 )
                 return failed(
-                    f"In epoch {i + 1} {'the ranks together' if len(its) > 1 else 'rank 0'} "
+                    f"In their {ordinal(i + 1)} pass over the data "
+                    f"{'the ranks together' if len(its) > 1 else 'rank 0'} "
                     f"saw only {len(union)} of the {loader_len} samples{missing}.",
                     rank=0,
                     line=its[0].get("line"),
@@ -221,14 +222,17 @@ def _why_overlap(run: RunView, it_a: dict[str, Any], it_b: dict[str, Any], a: in
         )
     if it_a.get("epoch") != it_b.get("epoch"):
         return (
-            f" Their DistributedSamplers were at different epochs ({it_a.get('epoch')} on rank "
-            f"{a}, {it_b.get('epoch')} on rank {b}), so each sliced a different permutation."
+            " Their DistributedSamplers were at different epochs (set_epoch gave them "
+            f"{it_a.get('epoch')} on rank {a} and {it_b.get('epoch')} on rank {b}), so each "
+            "sliced a different permutation."
         )
     if it_a.get("subset") != it_b.get("subset"):
         return (
             " Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
             "from random_split) selects different samples on each rank, so different positions "
-            "lead to the same samples (and other samples are never used)."
+            "lead to the same samples (and other samples are never used). Seed the generator "
+            "of the split so that every rank draws the same one: random_split(dataset, "
+            "lengths, generator=torch.Generator().manual_seed(0))."
         )
     return " Their samplers handed out overlapping indices."
 
@@ -267,13 +271,15 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"
             if _same_seed_and_epoch(prev, cur):
                 why = (
-                    f"both times its DistributedSampler shuffled with seed {cur.get('seed')} at "
-                    f"epoch {cur.get('epoch')}, and the same seed and epoch give the same order"
+                    f"both times its DistributedSampler shuffled with seed {cur.get('seed')} and "
+                    f"epoch {cur.get('epoch')} (the value set_epoch last gave it), and the same "
+                    "seed and epoch give the same order"
                 )
             else:
                 why = "the sampler handed out the same order again"
             return failed(
-                f"Rank {rank} trained on the same shuffle in epochs {n - 1} and {n}{start}: {why}.",
+                f"Rank {rank} trained on the same shuffle in its {ordinal(n - 1)} and {ordinal(n)} "
+                f"passes over the data{start}: {why}.",
                 rank=rank,
                 line=cur.get("line"),
             )
@@ -284,9 +290,9 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
 def _repeated_epoch(
     its: list[dict[str, Any]],
 ) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
-    """(1-based epoch, pass before, pass) of the first pass that repeated the one before it: the
-    same order, or a shuffle drawn from the same seed and epoch (which gives the same order over
-    the same data, whichever sampler object drew it)."""
+    """(1-based pass number, pass before, pass) of the first pass that repeated the one before
+    it: the same order, or a shuffle drawn from the same seed and epoch (which gives the same
+    order over the same data, whichever sampler object drew it)."""
     for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
         if not cur.get("shuffle"):
             continue

@@ -1,4 +1,4 @@
-"""The course as shipped in lessons/: valid, complete, and shaped as issue 2 asks."""
+"""The course as shipped in lessons/: valid, complete, and in the shape the course needs."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_lesson_shape(directory: Path) -> None:
     loaded, problems = load_lesson(directory)
     assert loaded is not None, [str(problem) for problem in problems]
     lesson = loaded.lesson
-    # Issue 11 added steps where learners get stuck (lesson 2 has the most); one screen each.
+    # Steps where learners get stuck are many (lesson 2 has the most); one screen each.
     assert 8 <= len(lesson.steps) <= 18
     assert len(lesson.quiz) >= 5
     assert all(question.explanation.en for question in lesson.quiz)

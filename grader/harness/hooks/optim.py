@@ -3,6 +3,7 @@ and the faults the exercise asks to inject."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from typing import Any
@@ -19,12 +20,16 @@ from grader.harness.tracer import Tracer, wrap
 MAX_SUMS = 64
 DIGEST_SAMPLE = 4096  # elements per tensor hashed once a model is large
 LARGE_MODEL = 5_000_000
+MAX_CLOSURE_EVENTS = 200
 
 
-def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
+def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
+    """A hash of the parameters, and each tensor's sum and sum of squares (the sum alone cannot
+    tell some updates apart: a two-class softmax layer's rows move in opposite directions)."""
     h = hashlib.blake2b(digest_size=16)
     large = sum(p.numel() for p in params) > LARGE_MODEL
     sums: list[float] = []
+    squares: list[float] = []
     with torch.no_grad():
         for p in params:
             flat = p.detach().reshape(-1)
@@ -34,8 +39,10 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
             flat = flat.to("cpu")
             h.update(flat.contiguous().view(torch.uint8).numpy().tobytes())
             if len(sums) < MAX_SUMS:
-                sums.append(float(p.detach().double().sum()))
-    return h.hexdigest(), sums
+                values = p.detach().double()
+                sums.append(float(values.sum()))
+                squares.append(float(values.square().sum()))
+    return h.hexdigest(), sums, squares
 
 
 def install(tracer: Tracer) -> None:
@@ -56,17 +63,47 @@ def install(tracer: Tracer) -> None:
         frac = sum(id(p) in by_id for p in params) / max(1, len(params))
         return names, frac
 
+    closure_calls = {"n": 0}
+
+    def recording_closure(optimizer: Any, closure: Any) -> Any:
+        """A line search (LBFGS's strong Wolfe) decides with the losses the closure returns:
+        record them, so that ranks deciding on different losses show."""
+        search = getattr(optimizer, "defaults", {}).get("line_search_fn")
+        if not search:
+            return closure
+
+        def recorded(*a: Any, **k: Any) -> Any:
+            out = closure(*a, **k)
+            if closure_calls["n"] < MAX_CLOSURE_EVENTS:
+                closure_calls["n"] += 1
+                with contextlib.suppress(Exception):
+                    tracer.emit(
+                        "closure_loss",
+                        call=closure_calls["n"],
+                        step=tracer.steps,
+                        loss=float(out),
+                        line_search=str(search),
+                        line=tracer.where(),
+                    )
+            return out
+
+        return recorded
+
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if tracer.steps != 0 or replay.state(tracer).get("saved"):
-            return None
         # args[0] is the optimizer itself; a closure computes the gradient inside the step.
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        first = tracer.steps == 0 and not replay.state(tracer).get("saved")
         if callable(closure):
-            wrapped = replay.saving_closure(tracer, optimizer, closure)
+            wrapped = recording_closure(optimizer, closure)
+            if first:
+                wrapped = replay.saving_closure(tracer, optimizer, wrapped)
+            if wrapped is closure:
+                return None
             if "closure" in kwargs:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
-        replay.try_save_first_step(tracer, optimizer)
+        if first:
+            replay.try_save_first_step(tracer, optimizer)
         return None
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -78,8 +115,14 @@ def install(tracer: Tracer) -> None:
         if current is not None:
             current["steps"] += 1
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        digest, sums = _digest(params)
-        event: dict[str, Any] = {"opt": index, "n": n, "digest": digest, "sums": sums}
+        digest, sums, squares = _digest(params)
+        event: dict[str, Any] = {
+            "opt": index,
+            "n": n,
+            "digest": digest,
+            "sums": sums,
+            "squares": squares,
+        }
         if n == 1:
             names, frac = names_for(params)
             event.update(names=names[:MAX_SUMS], ddp_frac=frac, line=tracer.where())
@@ -87,7 +130,7 @@ def install(tracer: Tracer) -> None:
         tracer.emit("step", **event)
         for fault in faults:
             if tracer.steps == fault.get("after_steps"):
-                # Issue 4: the spec's "kind" must not collide with the event's own kind.
+                # The spec's "kind" must not collide with the event's own kind.
                 tracer.emit("fault", **{k: v for k, v in fault.items() if k != "kind"})
                 os._exit(int(fault.get("exit_code", 1)))
 
@@ -128,7 +171,8 @@ def install(tracer: Tracer) -> None:
         if tracer.rank == 0:
             try:
                 outcome = replay.run_replay(tracer)
-            except Exception as exc:  # a replay the grader cannot do is never the learner's fault
+            except Exception as exc:  # the grader's fault, never the learner's
+                tracer.fail("replay", exc)
                 outcome = {"status": "unavailable", "reason": f"the replay failed ({exc!r})"}
             tracer.emit("replay", **outcome)
 

@@ -1,0 +1,169 @@
+"""A simulated multi-node job inside one sandbox: one torch elastic agent per "node", all on the
+sandbox's own loopback, meeting through the c10d rendezvous (what `torchrun --nnodes=2
+--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:PORT` does on two machines).
+
+Learned here (torch 2.13, CPU, gloo): two agents on 127.0.0.1 form one job reliably when each is
+given `local_addr=127.0.0.1` (otherwise workers get MASTER_ADDR = the hostname, which does not
+resolve inside bwrap, and the job hangs) and node 0 is told it hosts the rendezvous store
+(`is_host`; otherwise both try to bind the port and one falls back after an error).
+
+The supervisor runs `launch_nodes(...)`; each node is `python -m grader.multinode SPEC.json` (a
+child process: one elastic agent per process). Rank logs are written as
+`<log_dir>/node<N>/<run>/attempt_<A>/<global rank>/stdout.log`, so the supervisor's tailer, which
+reads `attempt_<A>/<rank>/`, sees global ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+JOIN_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch_nodes(
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    max_restarts: int,
+    log_dir: Path,
+    entry_args: list[str],
+) -> tuple[dict[int, int | None], str | None]:
+    """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error)."""
+    port, run_id = free_port(), uuid.uuid4().hex
+    children = []
+    for node in range(nnodes):
+        spec = {
+            "node": node,
+            "nnodes": nnodes,
+            "nproc_per_node": nproc_per_node,
+            "max_restarts": max_restarts,
+            "port": port,
+            "run_id": run_id,
+            "log_dir": str(log_dir / f"node{node}"),
+            "args": entry_args,
+            "result": str(log_dir / f"node{node}.json"),
+        }
+        path = log_dir.parent / f".node{node}-{run_id}.json"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec))
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "grader.multinode", str(path)],
+                stdin=subprocess.DEVNULL,
+                env=node_env(node, nproc_per_node),
+            )
+        )
+    for child in children:
+        child.wait()
+    failures: dict[int, int | None] = {}
+    errors = []
+    for node in range(nnodes):
+        try:
+            got = json.loads((log_dir / f"node{node}.json").read_text())
+        except (OSError, ValueError):
+            got = {"error": f"node {node}'s agent left no result"}
+        failures.update({int(k): v for k, v in got.get("failures", {}).items()})
+        if got.get("error"):
+            errors.append(f"node {node}: {got['error']}")
+    # An agent whose peer failed first reports its own error; only all-error is a platform fault.
+    error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
+    return failures, error
+
+
+def node_env(node: int, nproc_per_node: int) -> dict[str, str]:
+    """This node's environment: on GPU workers, its own slice of the job's GPUs (every node
+    numbers its GPUs from 0, as separate machines do, so LOCAL_RANK picks the right one)."""
+    env = dict(os.environ)
+    gpus = [g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    if len(gpus) >= (node + 1) * nproc_per_node:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            gpus[node * nproc_per_node : (node + 1) * nproc_per_node]
+        )
+    return env
+
+
+def _logs_specs(log_dir: str) -> Any:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+
+    class GlobalRankLogs(DefaultLogsSpecs):
+        """Per-rank log dirs named by global rank instead of local rank."""
+
+        def reify(self, envs: dict[int, dict[str, str]]) -> Any:
+            dest = super().reify(envs)
+            for local, env in envs.items():
+                rank = env.get("RANK", str(local))
+                for table in (
+                    dest.stdouts,
+                    dest.stderrs,
+                    dest.tee_stdouts,
+                    dest.tee_stderrs,
+                    dest.error_files,
+                ):
+                    path = table.get(local)
+                    if not path or path == os.devnull:
+                        continue
+                    parent = os.path.dirname(os.path.dirname(path))
+                    new_dir = os.path.join(parent, rank)
+                    os.makedirs(new_dir, exist_ok=True)
+                    table[local] = os.path.join(new_dir, os.path.basename(path))
+                if env.get("TORCHELASTIC_ERROR_FILE"):
+                    env["TORCHELASTIC_ERROR_FILE"] = dest.error_files.get(local, "")
+            return dest
+
+    return GlobalRankLogs(log_dir=log_dir, redirects=Std.ALL, tee=Std.NONE)
+
+
+def run_node(spec: dict[str, Any]) -> dict[str, Any]:
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    n = int(spec["nnodes"])
+    config = LaunchConfig(
+        min_nodes=n,
+        max_nodes=n,
+        nproc_per_node=int(spec["nproc_per_node"]),
+        run_id=str(spec["run_id"]),
+        rdzv_backend="c10d",
+        rdzv_endpoint=f"127.0.0.1:{spec['port']}",
+        rdzv_configs={"is_host": int(spec["node"]) == 0, "join_timeout": JOIN_TIMEOUT_S},
+        max_restarts=int(spec["max_restarts"]),
+        monitor_interval=0.1,
+        start_method="spawn",
+        local_addr="127.0.0.1",
+        logs_specs=_logs_specs(str(spec["log_dir"])),
+    )
+    try:
+        elastic_launch(config, sys.executable)(*spec["args"])
+    except ChildFailedError as exc:
+        return {"failures": {str(r): f.exitcode for r, f in exc.failures.items()}}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {}
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[0])
+    spec = json.loads(path.read_text())
+    path.unlink()
+    result = run_node(spec)
+    Path(spec["result"]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
