@@ -388,15 +388,28 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     saved_rng = torch.get_rng_state()
     totals: dict[str, torch.Tensor] = {}
     named = [(n, p) for n, p in model.named_parameters() if n in st["grads"]]
-    for r in range(world):
-        model.zero_grad(set_to_none=True)
-        _replay_rank(model, data[r]["micro"], device)
-        for n, p in named:
-            g = p.grad if p.grad is not None else torch.zeros_like(p)
-            totals[n] = totals[n] + g if n in totals else g.detach().clone()
-    torch.set_rng_state(saved_rng)
     # A GradScaler multiplied every rank's loss; the optimizer saw the unscaled gradient.
     amp = {r: float(d.get("amp_scale") or 1.0) for r, d in data.items()}
+    # The mean over every micro-step of every rank of the gradient of its unscaled loss: what
+    # gradient accumulation should step with, whatever factors the program applied on the way.
+    unit: dict[str, torch.Tensor] | None = {}
+    micro_total = 0
+    for r in range(world):
+        for micro in data[r]["micro"]:
+            model.zero_grad(set_to_none=True)
+            _replay_rank(model, [micro], device)
+            scale = _micro_loss_scale(micro)
+            micro_total += 1
+            for n, p in named:
+                g = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+                totals[n] = totals[n] + g if n in totals else g
+                if unit is not None and scale:
+                    unscaled = g * (amp[r] / scale)
+                    unit[n] = unit[n] + unscaled if n in unit else unscaled
+            if not scale:
+                unit = None
+    torch.set_rng_state(saved_rng)
+    accumulation = _accumulation_numbers(unit, micro_total, st["grads"], named)
     for n, p in named:
         p.grad = totals[n] / world
     # B: rank 0's gradients right after its last backward (DDP's average); A: what its optimizer
@@ -444,4 +457,41 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "step_ratio": step_ratio,
         "step_parallel": off_line < 1e-3,
         "clipped": bool(st["clip"]),
+        **accumulation,
+    }
+
+
+def _micro_loss_scale(micro: dict[str, Any]) -> float | None:
+    """The factor the program put on its loss in this micro-step (as `ddp.grad_average` reads
+    it): the gradient that reached the one standard loss function called, else the constant
+    factor applied last to the tensor given to backward."""
+    scales = micro.get("scales") or []
+    if len(scales) == 1:
+        return float(scales[0])
+    root = micro.get("root_scale")
+    return float(root) if root else None
+
+
+def _accumulation_numbers(
+    unit: dict[str, torch.Tensor] | None,
+    micro_total: int,
+    stepped_grads: dict[str, Any],
+    named: list[tuple[str, torch.Tensor]],
+) -> dict[str, Any]:
+    """The gradient rank 0's optimizer used against the mean unscaled micro-step gradient."""
+    if unit is None or not micro_total or not unit:
+        return {"mean_status": "unavailable"}
+    mean = torch.cat([(unit[n] / micro_total).flatten().double().cpu() for n, _ in named])
+    stepped = _flat(stepped_grads, named)
+    norm = float(mean.norm())
+    if norm == 0.0 or math.isnan(norm):
+        return {"mean_status": "unavailable"}
+    return {
+        "mean_status": "ok",
+        "micro_total": micro_total,
+        "mean_rel_error": float((stepped - mean).norm()) / norm,
+        "mean_ratio": float(stepped.dot(mean)) / float(mean.dot(mean)),
+        "mean_cosine": float(stepped.dot(mean)) / max(norm * float(stepped.norm()), 1e-30),
+        "norm_mean": norm,
+        "norm_stepped": float(stepped.norm()),
     }

@@ -1,6 +1,8 @@
-"""Golden cases of the lesson 1, 3 and 4 exercises: tests/grader/exercises/<exercise>/<case>/.
+"""Golden cases of the exercises other than ddp-fundamentals/train:
+tests/grader/exercises/<exercise>/<case>/.
 
 Each case is a learner program `main.py` and `expected.json`:
 {"status": "pass" | "fail", "failed": [check ids that must fail], "passed": [check ids that must
-pass], "contains": {check id: text its message must contain}}.
+pass], "contains": {check id: text its message must contain}, "world_sizes": [the sizes to grade
+at, when not the spec's]}.
 """

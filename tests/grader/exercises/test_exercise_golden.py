@@ -1,4 +1,5 @@
-"""Golden cases of the lesson 1, 3 and 4 exercises, graded in the real sandbox (bwrap)."""
+"""Golden cases of the exercises beyond ddp-fundamentals/train (whose cases live in
+tests/grader/cases), graded in the real sandbox (bwrap)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from grader.exercises import load_spec
 HERE = Path(__file__).parent
 EXERCISES = {
     "allreduce-by-hand": "data-vs-model-parallelism/allreduce-by-hand",
+    "accumulate": "ddp-fundamentals/accumulate",
+    "evaluate": "ddp-fundamentals/evaluate",
     "syncbn": "syncbn-sharded-state/syncbn",
     "zero-checkpoint": "syncbn-sharded-state/zero-checkpoint",
     "env-launch": "torchrun-launch/env-launch",
