@@ -26,8 +26,7 @@ from grader.contract import (
     Timings,
     localize,
 )
-from grader.exercises_ext.runs import plan_runs
-from grader.launcher import Launch, plan_launch, run_launch
+from grader.launcher import Launch, plan_launches, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 
 log = logging.getLogger(__name__)
@@ -78,12 +77,8 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
-    # Issue 4: the plan adds a multi-node launch and uninterrupted twins of faulted launches.
-    plans = plan_runs(job.spec)
     views: list[RunView] = []
-    for plan in plans:
-        launch = plan_launch(plan.world_size, job.spec.launch.device)
-        launch.nnodes, launch.faults = plan.nnodes, plan.faults
+    for launch in plan_launches(job.spec):
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
@@ -93,9 +88,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
-        if plan.reference is not None:
-            view.reference = views[plan.reference]
-        if not plan.judged:
+        if launch.reference is not None:
+            view.reference = views[launch.reference]
+        if not launch.judged:
             continue
         t1 = time.monotonic()
         outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
@@ -181,7 +176,7 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
             if o.status == "fail":
                 chosen = (launch, o)
                 break
-            # Issue 4: a pass at the largest world size (the last run) speaks for all of them.
+            # A pass at the largest world size (the last run) speaks for all of them.
             if chosen is None or (
                 o.status == "pass"
                 and (chosen[1].status != "pass" or launch.world_size >= chosen[0].world_size)
