@@ -26,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from grader.harness import replay_name
+from grader.harness.micro_mean import mean_step_numbers, micro_loss_scale
 from grader.harness.tracer import Tracer
 
 MAX_REPLAY_PARAMS = 20_000_000
@@ -398,18 +399,20 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         for micro in data[r]["micro"]:
             model.zero_grad(set_to_none=True)
             _replay_rank(model, [micro], device)
-            scale = _micro_loss_scale(micro)
+            scale = micro_loss_scale(micro)
             micro_total += 1
             for n, p in named:
                 g = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
                 totals[n] = totals[n] + g if n in totals else g
                 if unit is not None and scale:
-                    unscaled = g * (amp[r] / scale)
+                    # The replayed gradient and the loss scale both carry any GradScaler factor.
+                    unscaled = g / scale
                     unit[n] = unit[n] + unscaled if n in unit else unscaled
             if not scale:
                 unit = None
     torch.set_rng_state(saved_rng)
-    accumulation = _accumulation_numbers(unit, micro_total, st["grads"], named)
+    stepped = _flat(st["grads"], named)
+    accumulation = mean_step_numbers(unit, micro_total, stepped, [n for n, _ in named])
     for n, p in named:
         p.grad = totals[n] / world
     # B: rank 0's gradients right after its last backward (DDP's average); A: what its optimizer
@@ -417,7 +420,6 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     after_backward = st.get("after_backward") or st["grads"]
     expected = torch.cat([p.grad.detach().flatten().double().cpu() for _, p in named])
     actual = _flat(after_backward, named)
-    stepped = _flat(st["grads"], named)
     norm_e = float(expected.norm())
     if norm_e == 0.0 or math.isnan(norm_e):
         return {"status": "unavailable", "reason": "the expected first-step gradient is zero"}
@@ -458,40 +460,4 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "step_parallel": off_line < 1e-3,
         "clipped": bool(st["clip"]),
         **accumulation,
-    }
-
-
-def _micro_loss_scale(micro: dict[str, Any]) -> float | None:
-    """The factor the program put on its loss in this micro-step (as `ddp.grad_average` reads
-    it): the gradient that reached the one standard loss function called, else the constant
-    factor applied last to the tensor given to backward."""
-    scales = micro.get("scales") or []
-    if len(scales) == 1:
-        return float(scales[0])
-    root = micro.get("root_scale")
-    return float(root) if root else None
-
-
-def _accumulation_numbers(
-    unit: dict[str, torch.Tensor] | None,
-    micro_total: int,
-    stepped_grads: dict[str, Any],
-    named: list[tuple[str, torch.Tensor]],
-) -> dict[str, Any]:
-    """The gradient rank 0's optimizer used against the mean unscaled micro-step gradient."""
-    if unit is None or not micro_total or not unit:
-        return {"mean_status": "unavailable"}
-    mean = torch.cat([(unit[n] / micro_total).flatten().double().cpu() for n, _ in named])
-    stepped = _flat(stepped_grads, named)
-    norm = float(mean.norm())
-    if norm == 0.0 or math.isnan(norm):
-        return {"mean_status": "unavailable"}
-    return {
-        "mean_status": "ok",
-        "micro_total": micro_total,
-        "mean_rel_error": float((stepped - mean).norm()) / norm,
-        "mean_ratio": float(stepped.dot(mean)) / float(mean.dot(mean)),
-        "mean_cosine": float(stepped.dot(mean)) / max(norm * float(stepped.norm()), 1e-30),
-        "norm_mean": norm,
-        "norm_stepped": float(stepped.norm()),
     }
