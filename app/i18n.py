@@ -1,6 +1,6 @@
 """Locales: which one a request gets, and the interface strings' translations (Babel/gettext).
 
-Precedence (issue 2): the chooser's cookie `rdv_locale`, then `?locale=`, then Accept-Language,
+Precedence: the chooser's cookie `rdv_locale`, then `?locale=`, then Accept-Language,
 then English. Catalogs live in app/locales/<ll_CC>/LC_MESSAGES/messages.po; `make translations`
 compiles them to .mo, and a missing or stale .mo is compiled in memory from the .po.
 """

@@ -1,9 +1,11 @@
 """The grader's single entry point: `grade(job) -> Result` (the app imports only this and the
 contract).
 
-One launch per world size of the spec, in order, each in a fresh sandbox and job dir; grading
-stops at the first world size where a check fails. A check fails overall if it failed at any world
-size; it is skipped if it was skipped everywhere.
+The launches of `launcher.plan_launches`, in order, each in a fresh sandbox and job dir; a
+program that cannot run to the end at one world size (`run.completed` fails) gets no other. A
+check fails overall if it failed in any judged launch; it is skipped if it was skipped in all of
+them. A failure of the harness in any launch ends the grading as a platform `error`. The whole
+path: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
+        harness_error = harness_failure(job, view)
+        if harness_error:
+            return Result.platform_error(harness_error)
         if launch.reference is not None:
             view.reference = views[launch.reference]
         if not launch.judged:
@@ -144,6 +149,24 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         artifacts={"sampler": sampler_artifact(view)} if view.ranks else {},
         timings_ms=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
     )
+
+
+def harness_failure(job: Job, view: RunView) -> str | None:
+    """A failure of the grader's own harness in any rank: the run was observed only in part, so
+    no verdict is given; the stacks go to the worker log."""
+    failures = view.events("harness_error")
+    for rank, e in failures:
+        log.error(
+            "grading %s: the harness failed in %s on rank %s:\n%s",
+            job.submission_id,
+            e.get("where"),
+            rank,
+            e.get("traceback") or e.get("error"),
+        )
+    if not failures:
+        return None
+    rank, first = failures[0]
+    return f"the grader's harness failed ({first.get('where')}, rank {rank}): {first.get('error')}"
 
 
 def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:

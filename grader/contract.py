@@ -1,4 +1,4 @@
-"""The grader's contract: Job in, Result out (DESIGN.md section 4). (contract)
+"""The grader's contract: Job in, Result out (docs/architecture.md, "The grader's contract").
 
 `app/` may import this module and nothing else from `grader/`. The exercise's `grading` block in
 its lesson YAML is an `ExerciseSpec`. A Result is written as JSON with `Result.model_dump_json()`.

@@ -45,6 +45,16 @@ def load_spec(exercise_id: str, lessons_dir: Path | None = None) -> ExerciseSpec
     raise UnknownExercise(f"no lesson file defines the exercise {exercise_id!r}")
 
 
+def graded_exercises(lessons_dir: Path | None = None) -> list[str]:
+    """Every `<lesson id>/<exercise id>` that has a grading block, in lesson file order."""
+    return [
+        f"{data.get('id')}/{ex.get('id')}"
+        for _, data in _lessons(lessons_dir or LESSONS_DIR)
+        for ex in data.get("exercises") or []
+        if isinstance(ex, dict) and "grading" in ex
+    ]
+
+
 def exercise_dir(exercise_id: str, lessons_dir: Path | None = None) -> Path | None:
     """lessons/NN-<lesson>/exercises/<exercise> (holding starter.py and solution.py), if present."""
     lesson_id, _, ex_id = exercise_id.partition("/")

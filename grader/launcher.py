@@ -233,6 +233,14 @@ def _view(
     if report.get("launch_error"):
         view.platform_error = f"the launcher failed: {report['launch_error']}"
         return view
+    if report.get("inspect_error"):
+        log.error(
+            "grading %s: checkpoint inspection failed:\n%s",
+            job.submission_id,
+            report["inspect_error"],
+        )
+        view.platform_error = "the grader could not inspect the checkpoints (see the worker log)"
+        return view
     view.ranks = [
         RankView(
             rank=int(r["rank"]),

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -215,15 +216,17 @@ class Supervisor:
                     "events": events,
                 }
             )
+        inspect_error = None
         try:
             checkpoints = inspect_checkpoints(traces)
-        except Exception as exc:
-            checkpoints = {"error": repr(exc)}
+        except Exception:  # the grader's own failure: the host reports it as an `error` Result
+            checkpoints, inspect_error = {}, traceback.format_exc()[-8000:]
         return {
             "version": 1,
             "world_size": world,
             "timed_out": self.timed_out,
             "launch_error": self.launch_error,
+            "inspect_error": inspect_error,
             "ranks": ranks,
             "checkpoints": checkpoints,
             "duration_s": time.monotonic() - self.started,

@@ -297,14 +297,15 @@ def saving_closure(tracer: Tracer, optimizer: Any, closure: Any) -> Any:
 
 
 def try_save_first_step(tracer: Tracer, optimizer: Any) -> None:
-    """save_first_step while the first step is being taken; a failure only turns the replay off
-    (the learner's run never notices)."""
+    """save_first_step while the first step is being taken; a failure turns the replay off and
+    is recorded as the harness's (the learner's run never notices)."""
     if tracer.steps or state(tracer).get("saved"):
         return
     try:
         save_first_step(tracer, optimizer)
     except Exception as exc:
         state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        tracer.fail("replay capture", exc)
 
 
 def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch.Tensor:

@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -78,17 +79,31 @@ class Tracer:
         """Call fn(module) once `module` is imported: now if it already is, else right after the
         learner's code imports it. Hooks for rarely used, costly modules (e.g.
         torch.distributed.optim, which compiles TorchScript on import) must use this."""
+
+        def guarded(loaded: Any) -> None:
+            try:
+                fn(loaded)
+            except Exception as exc:  # never breaks the learner's import
+                self.fail(getattr(fn, "__qualname__", "?"), exc)
+
         if module in sys.modules:
-            fn(sys.modules[module])
+            guarded(sys.modules[module])
             return
-        _PostImport.install().pending.setdefault(module, []).append(fn)
+        _PostImport.install().pending.setdefault(module, []).append(guarded)
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """Record a failure of the harness itself (never raised into the learner's code: what the
+        program computes must not change). The host turns it into a platform `error` Result and
+        logs the stack: a half-observed run must never give a verdict."""
+        stack = "".join(traceback.format_exception(exc))
+        self.emit("harness_error", where=where, error=repr(exc)[:500], traceback=stack[-8000:])
 
     def finish(self) -> None:
         for fn in self.finalizers:
             try:
                 fn()
-            except Exception as exc:  # a harness bug must never change the learner's outcome
-                self.emit("harness_error", where=getattr(fn, "__qualname__", "?"), error=repr(exc))
+            except Exception as exc:
+                self.fail(getattr(fn, "__qualname__", "?"), exc)
 
 
 class _PostImport(importlib.abc.MetaPathFinder):
@@ -121,10 +136,8 @@ class _PostImport(importlib.abc.MetaPathFinder):
                     module: Any, original: Any = original, callbacks: Any = callbacks
                 ) -> None:
                     original(module)
-                    for fn in callbacks:
-                        # A hook must never break the learner's import.
-                        with contextlib.suppress(Exception):
-                            fn(module)
+                    for fn in callbacks:  # each guarded by Tracer.when_imported
+                        fn(module)
 
                 loader.exec_module = exec_module  # type: ignore[method-assign]
                 return spec

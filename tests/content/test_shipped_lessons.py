@@ -1,4 +1,4 @@
-"""The course as shipped in lessons/: valid, complete, and shaped as issue 2 asks."""
+"""The course as shipped in lessons/: valid, complete, and in the shape the course needs."""
 
 from __future__ import annotations
 

@@ -1,52 +1,52 @@
-"""Golden cases, graded for real: torchrun (elastic launch) + harness inside the sandbox.
+"""Golden cases of lesson 2, graded for real: torchrun (elastic launch) + harness in the sandbox.
 
 Every correct program must pass, every buggy one must fail with its expected check ids. The
-sandbox is bwrap unless RDV_GOLDEN_SANDBOX says otherwise ("none" for a quick local loop).
+sandbox is bwrap unless RDV_GOLDEN_SANDBOX says otherwise ("none" for a quick local loop). Layout,
+`expected.json` and the runner: tests/grader/golden.py.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
-from tests.grader.golden import case_names, expected, grade_case, mismatch
-
-SANDBOX = os.environ.get("RDV_GOLDEN_SANDBOX", "bwrap")
+from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
+BY_NAME = {case.name: case for case in CASES.cases()}
 
 
 @pytest.fixture(scope="session")
 def golden_sandbox() -> str:
     """The backend every golden case runs in; created once per session (fails if unavailable)."""
-    get_sandbox(SANDBOX)
-    return SANDBOX
+    name = CASES.sandbox_name()
+    assert name is not None
+    get_sandbox(name)
+    return name
 
 
-@pytest.mark.parametrize("name", case_names())
-def test_golden_case(name: str, golden_sandbox: str) -> None:
-    result = grade_case(name, golden_sandbox)
-    assert result.error is None, result.error
-    assert result.launch is not None and result.launch.sandbox == golden_sandbox
-    problem = mismatch(name, result)
-    details = "\n".join(f"{c.status} {c.id}: {c.message}" for c in result.checks)
-    assert problem is None, f"{name}: {problem}\n{details}"
+def check_case(case: Case, sandbox: str) -> None:
+    result = assert_graded_as_expected(case)
+    assert result.launch is not None and result.launch.sandbox == sandbox, report(result)
     for c in result.checks:
         if c.status == "fail":
             # Feedback a learner can act on: a sentence with what happened, and a hint.
             assert len(c.message) > 30 and c.hint, c
-    if expected(name)["status"] == "fail":
+    if case.expected.status == "fail":
         assert any(c.rank is not None for c in result.checks if c.status == "fail")
 
 
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_golden_case(name: str, golden_sandbox: str) -> None:
+    check_case(BY_NAME[name], golden_sandbox)
+
+
 def test_cases_cover_every_check_and_style() -> None:
-    names = case_names()
-    assert len(names) >= 25
-    assert sum(expected(n)["status"] == "pass" for n in names) >= 10
-    caught = {c for n in names for c in expected(n)["failing"]}
+    cases = list(BY_NAME.values())
+    assert len(cases) >= 25
+    assert sum(c.expected.status == "pass" for c in cases) >= 10
+    caught = {cid for c in cases for cid in c.expected.failing}
     for check_id in (
         "run.completed",
         "ddp.wrapped",
@@ -72,6 +72,4 @@ def test_spawned_ranks_give_the_same_verdict(
     """Spawned ranks (the production default, as torchrun does) judge like the forked ranks the
     golden suite runs with."""
     monkeypatch.setenv(FORK_ENV, "0")
-    result = grade_case(name, golden_sandbox)
-    assert result.error is None, result.error
-    assert mismatch(name, result) is None, [(c.id, c.status, c.message) for c in result.checks]
+    assert_graded_as_expected(BY_NAME[name])

@@ -3,8 +3,9 @@ in every rank before the learner's code runs.
 
 An exercise that needs to observe something new adds a module here (e.g. `syncbn.py` wrapping
 `SyncBatchNorm.convert_sync_batchnorm`); nothing else needs editing. A hook must never change what
-the learner's code computes, and must survive its own failures (`install` errors are recorded as
-`harness_error` events, never raised).
+the learner's code computes, and must survive its own failures: it records them with
+`tracer.fail(where, exc)` (a `harness_error` event, never raised), and the grading then ends as a
+platform `error` instead of judging a half-observed run.
 
 Order: modules are installed in name order, except that a module listing others in its `AFTER`
 tuple is installed after them. It matters where two modules wrap the same function (the later
@@ -49,11 +50,11 @@ def install_all(tracer: Tracer) -> None:
         try:
             modules[info.name] = importlib.import_module(f"{__name__}.{info.name}")
         except Exception as exc:
-            tracer.emit("harness_error", where=info.name, error=repr(exc))
+            tracer.fail(info.name, exc)
     try:
         order = ordered(modules)
     except ValueError as exc:
-        tracer.emit("harness_error", where="hooks", error=str(exc))
+        tracer.fail("hooks", exc)
         order = sorted(modules)
     for name in order:
         install = getattr(modules[name], "install", None)
@@ -61,4 +62,4 @@ def install_all(tracer: Tracer) -> None:
             if install is not None:
                 install(tracer)
         except Exception as exc:
-            tracer.emit("harness_error", where=name, error=repr(exc))
+            tracer.fail(name, exc)

@@ -199,7 +199,7 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
                             on_loss(loss, gradient, leaves)
             except Exception as exc:
                 grads["done"] = True
-                tracer.emit("harness_error", where="allreduce", error=repr(exc)[:300])
+                tracer.fail("hand_grads", exc)
             return original(*args, **kwargs)
 
         return backward
@@ -233,7 +233,7 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
                 read_at=how,
             )
         except Exception as exc:
-            tracer.emit("harness_error", where="allreduce", error=repr(exc)[:300])
+            tracer.fail("hand_grads", exc)
 
     def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         emit_used(optimizer, "step")

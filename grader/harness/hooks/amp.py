@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from torch.amp.grad_scaler import GradScaler
@@ -15,9 +14,11 @@ def install(tracer: Tracer) -> None:
     def make_scale(original: Any) -> Any:
         def scale(self: Any, outputs: Any) -> Any:
             if tracer.steps == 0:
-                with contextlib.suppress(Exception):
+                try:
                     if self.is_enabled():
                         replay.state(tracer)["amp_scale"] = float(self.get_scale())
+                except Exception as exc:
+                    tracer.fail("amp", exc)
             return original(self, outputs)
 
         return scale

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -107,6 +106,7 @@ def install(tracer: Tracer) -> None:
             try:
                 info = analyze(obj, tracer)
             except Exception as exc:
+                tracer.fail("save", exc)
                 info = {"holds": "other", "error": repr(exc)}
             try:
                 out = original(obj, f, *args, **kwargs)
@@ -135,8 +135,10 @@ def install(tracer: Tracer) -> None:
     def make_rename(original: Any) -> Any:
         def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(src, dst, *args, **kwargs)
-            with contextlib.suppress(Exception):
+            try:
                 tracer.emit("rename", src=_path(src), dst=_path(dst), line=tracer.where())
+            except Exception as exc:
+                tracer.fail("rename", exc)
             return out
 
         return rename

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from typing import Any
 
@@ -83,6 +82,7 @@ def install(tracer: Tracer) -> None:
             try:
                 info = _describe(self)
             except Exception as exc:
+                tracer.fail("ddp_init", exc)
                 info = {"error": repr(exc)}
             tracer.emit("ddp_init", index=len(models) - 1, line=line, **info)
 
@@ -104,19 +104,23 @@ def install(tracer: Tracer) -> None:
                     micro = replay.capture_forward(tracer, self, inputs, kwargs)
                 except Exception as exc:
                     replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    tracer.fail("replay capture", exc)
             out = original(self, *inputs, **kwargs)
             if micro is not None:
                 try:
                     out = replay.attach_output(micro, out)
                 except Exception as exc:
                     replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    tracer.fail("replay capture", exc)
             if grad and consumed["rows"] < MAX_CONSUMED_ROWS:
-                with contextlib.suppress(Exception):
+                try:
                     rows = _row_hashes(inputs, kwargs)
                     if rows:
                         # Counted once a backward runs through this forward: the samples it
                         # trained on (an evaluation forward never gets one).
                         _on_backward(out, lambda: _consume(rows))
+                except Exception as exc:
+                    tracer.fail("consumed rows", exc)
             return out
 
         return forward
@@ -134,12 +138,16 @@ def install(tracer: Tracer) -> None:
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
             if tracer.steps == 0:
-                with contextlib.suppress(Exception):
+                try:
                     replay.record_backward_root(tracer, args[0] if args else kwargs.get("tensors"))
+                except Exception as exc:
+                    tracer.fail("replay backward", exc)
             out = original(*args, **kwargs)
             if tracer.steps == 0:
-                with contextlib.suppress(Exception):
+                try:
                     replay.snapshot_after_backward(tracer)
+                except Exception as exc:
+                    tracer.fail("replay backward", exc)
             if tracer.state.pop("pending_sync", False):
                 tracer.sync += 1
             return out

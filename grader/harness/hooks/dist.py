@@ -121,7 +121,8 @@ def install(tracer: Tracer) -> None:
             return
         try:
             sig = signature(name, args, kwargs)
-        except Exception:
+        except Exception as exc:
+            tracer.fail("collective_call", exc)
             sig = {"op": name}
         tracer.emit("collective_call", i=calls["n"], line=line, step=tracer.steps, **sig)
 

@@ -107,4 +107,4 @@ def _watch_environ(tracer: Tracer, launched: dict[str, str | None]) -> None:
     try:
         os.environ.__class__ = WatchedEnviron
     except TypeError as exc:
-        tracer.emit("harness_error", where="launch_env", error=repr(exc))
+        tracer.fail("launch_env", exc)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import torch.nn.functional as F
@@ -32,8 +31,10 @@ def install(tracer: Tracer) -> None:
         def loss(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             if tracer.steps == 0:
-                with contextlib.suppress(Exception):
+                try:
                     replay.record_loss_scale(tracer, out)
+                except Exception as exc:
+                    tracer.fail("losses", exc)
             return out
 
         return loss

@@ -128,7 +128,8 @@ def install(tracer: Tracer) -> None:
         if tracer.rank == 0:
             try:
                 outcome = replay.run_replay(tracer)
-            except Exception as exc:  # a replay the grader cannot do is never the learner's fault
+            except Exception as exc:  # the grader's fault, never the learner's
+                tracer.fail("replay", exc)
                 outcome = {"status": "unavailable", "reason": f"the replay failed ({exc!r})"}
             tracer.emit("replay", **outcome)
 

@@ -93,6 +93,7 @@ def install(tracer: Tracer) -> None:
                     n_local=sum(len(g["params"]) for g in self.optim.param_groups),
                 )
             except Exception as exc:
+                tracer.fail("zero_init", exc)
                 tracer.emit("zero_init", line=line, error=repr(exc)[:200])
 
         return __init__
@@ -131,8 +132,8 @@ def install(tracer: Tracer) -> None:
             wrap(zero_class, "__init__", make_init)
             wrap(zero_class, "consolidate_state_dict", make_consolidate)
             wrap(zero_class, "state_dict", make_state_dict)
-        except Exception as exc:  # a harness bug must never change the learner's outcome
-            tracer.emit("harness_error", where="zero", error=repr(exc)[:300])
+        except Exception as exc:
+            tracer.fail("zero", exc)
 
     tracer.when_imported("torch.distributed.optim", hook_zero)
 
@@ -144,7 +145,7 @@ def install(tracer: Tracer) -> None:
                     with quiet():
                         _record_optimizer_save(tracer, zeros, obj, f)
                 except Exception as exc:
-                    tracer.emit("harness_error", where="zero", error=repr(exc)[:300])
+                    tracer.fail("optimizer_state", exc)
             return out
 
         return save
