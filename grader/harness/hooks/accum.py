@@ -54,7 +54,7 @@ def install(tracer: Tracer) -> None:
                 try:
                     original_register(self, None, counting(default_hooks.allreduce_hook))
                 except Exception as exc:  # e.g. a built-in hook the program registered itself
-                    tracer.emit("harness_error", where="accum", error=repr(exc)[:300])
+                    tracer.fail("accum.comm_hook", exc)
             if torch.is_grad_enabled():
                 counts["micro"] += 1
             return original(self, *inputs, **kwargs)
