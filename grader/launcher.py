@@ -161,6 +161,9 @@ def run_launch(
             "harness": {
                 "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
                 "faults": launch.faults,
+                # Hooks that cost something in every run observe only for the checks that
+                # need them (e.g. the gradient all-reduces of `accum.*`).
+                "checks": list(spec.checks),
             },
         }
         (job_dir / config_name).write_text(json.dumps(config))

@@ -26,6 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from grader.harness import replay_name
+from grader.harness.micro_mean import mean_step_numbers, micro_loss_scale
 from grader.harness.tracer import Tracer
 
 MAX_REPLAY_PARAMS = 20_000_000
@@ -390,15 +391,30 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     saved_rng = torch.get_rng_state()
     totals: dict[str, torch.Tensor] = {}
     named = [(n, p) for n, p in model.named_parameters() if n in st["grads"]]
-    for r in range(world):
-        model.zero_grad(set_to_none=True)
-        _replay_rank(model, data[r]["micro"], device)
-        for n, p in named:
-            g = p.grad if p.grad is not None else torch.zeros_like(p)
-            totals[n] = totals[n] + g if n in totals else g.detach().clone()
-    torch.set_rng_state(saved_rng)
     # A GradScaler multiplied every rank's loss; the optimizer saw the unscaled gradient.
     amp = {r: float(d.get("amp_scale") or 1.0) for r, d in data.items()}
+    # The mean over every micro-step of every rank of the gradient of its unscaled loss: what
+    # gradient accumulation should step with, whatever factors the program applied on the way.
+    unit: dict[str, torch.Tensor] | None = {}
+    micro_total = 0
+    for r in range(world):
+        for micro in data[r]["micro"]:
+            model.zero_grad(set_to_none=True)
+            _replay_rank(model, [micro], device)
+            scale = micro_loss_scale(micro)
+            micro_total += 1
+            for n, p in named:
+                g = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+                totals[n] = totals[n] + g if n in totals else g
+                if unit is not None and scale:
+                    # The replayed gradient and the loss scale both carry any GradScaler factor.
+                    unscaled = g / scale
+                    unit[n] = unit[n] + unscaled if n in unit else unscaled
+            if not scale:
+                unit = None
+    torch.set_rng_state(saved_rng)
+    stepped = _flat(st["grads"], named)
+    accumulation = mean_step_numbers(unit, micro_total, stepped, [n for n, _ in named])
     for n, p in named:
         p.grad = totals[n] / world
     # B: rank 0's gradients right after its last backward (DDP's average); A: what its optimizer
@@ -406,7 +422,6 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     after_backward = st.get("after_backward") or st["grads"]
     expected = torch.cat([p.grad.detach().flatten().double().cpu() for _, p in named])
     actual = _flat(after_backward, named)
-    stepped = _flat(st["grads"], named)
     norm_e = float(expected.norm())
     if math.isnan(norm_e):
         return {"status": "unavailable", "reason": "the expected first-step gradient is NaN"}
@@ -459,4 +474,5 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "step_ratio": step_ratio,
         "step_parallel": off_line < 1e-3,
         "clipped": bool(st["clip"]),
+        **accumulation,
     }

@@ -20,6 +20,8 @@ COURSE_LESSONS = [
 CONTRACT_EXERCISES = {
     "data-vs-model-parallelism/allreduce-by-hand",
     "ddp-fundamentals/train",
+    "ddp-fundamentals/accumulate",
+    "ddp-fundamentals/evaluate",
     "syncbn-sharded-state/syncbn",
     "syncbn-sharded-state/zero-checkpoint",
     "torchrun-launch/env-launch",

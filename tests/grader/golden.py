@@ -2,7 +2,7 @@
 
 A case is a folder holding a learner program `main.py` and `expected.json` (an `Expected`):
 `tests/grader/cases/<case>/` and `tests/grader/redteam/<case>/` (lesson 2's
-`ddp-fundamentals/train`), `tests/grader/exercises/<exercise>/<case>/` (lessons 1, 3 and 4).
+`ddp-fundamentals/train`), `tests/grader/exercises/<exercise>/<case>/` (every other exercise).
 Each suite keeps its own launch choices (`Suite`), tuned to keep CI short: lesson 2 at 2 ranks with
 short limits, allreduce-by-hand at the first world size of its spec, the other exercises at their
 spec's sizes; a case whose bug shows only elsewhere overrides that in its `spec`.

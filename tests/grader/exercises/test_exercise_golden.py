@@ -1,4 +1,4 @@
-"""Golden cases of the lesson 1, 3 and 4 exercises, graded in the real sandbox (bwrap):
+"""Golden cases of every exercise but ddp-fundamentals/train, graded in the real sandbox (bwrap):
 tests/grader/exercises/<exercise>/<case>/ (layout, `expected.json` and runner:
 tests/grader/golden.py)."""
 
