@@ -29,6 +29,7 @@ from grader.contract import (
 from grader.exercises_ext.runs import plan_runs
 from grader.launcher import Launch, plan_launch, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
+from grader.stages import launch_event, not_judged_without_distribution
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     # Issue 4: the plan adds a multi-node launch and uninterrupted twins of faulted launches.
     plans = plan_runs(job.spec)
     views: list[RunView] = []
-    for plan in plans:
+    for index, plan in enumerate(plans):
+        emit(launch_event(plans, index))
         launch = plan_launch(plan.world_size, job.spec.launch.device)
         launch.nnodes, launch.faults = plan.nnodes, plan.faults
         t0 = time.monotonic()
@@ -116,7 +118,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     ]
     checks_ms += int((time.monotonic() - t1) * 1000)
     emit(GradeEvent(kind="status", data={"status": "checking"}))
-    checks = _combine(job, runs)
+    checks = not_judged_without_distribution(_combine(job, runs), judged)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
     # A failing run decides; otherwise the largest launch (the last of equals) speaks for all.

@@ -162,7 +162,9 @@ class Result(BaseModel):
 class GradeEvent(BaseModel):
     """What the grader reports while it works (streamed to the browser as Server-Sent Events).
 
-    kind: "status" (data: {"status": "starting" | "running" | "checking"}),
+    kind: "status" (data: {"status": "starting" | "running" | "checking"}, or
+          {"status": "launch", index, count, world_size, nnodes, first_world_size, reason_id,
+          reason}: see grader.stages.launch_event),
           "output" (rank, data: {"line": str}), "check" (data: CheckResult as a dict),
           "done" (data: Result as a dict).
     """

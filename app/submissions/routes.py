@@ -17,7 +17,7 @@ from app.auth.deps import CurrentLearner
 from app.auth.errors import ErrorBody, ValidationErrorBody
 from app.db import SessionDep, unit_of_work
 from app.i18n import LocaleDep, resolve_locale, translate
-from app.submissions import service, sse
+from app.submissions import event_schemas, service, sse
 from app.submissions.backends import GradingBackend, make_backend
 from app.submissions.config import get_submission_settings
 from app.submissions.errors import DraftNotFound, SubmissionError
@@ -154,13 +154,7 @@ def read_submission(
 @api_router.get(
     "/submissions/{submission_id}/events",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "Server-Sent Events: queued, status, output, check, done.",
-        },
-        **_errors(401, 404),
-    },
+    responses={200: event_schemas.openapi_response(), **_errors(401, 404)},
 )
 def submission_events(
     request: Request,

@@ -13,6 +13,7 @@
     var meter = root.querySelector(".step-meter span");
     var prev = root.querySelector('[data-step-nav="prev"]');
     var next = root.querySelector('[data-step-nav="next"]');
+    var after = root.querySelector('[data-step-nav="after"]');
     var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
     var current = parseInt(root.getAttribute("data-current"), 10) || 1;
     var total = cards.length;
@@ -40,7 +41,11 @@
       if (meter) meter.style.width = (100 * index / total).toFixed(1) + "%";
       root.setAttribute("data-current", String(index));
       setLink(prev, Math.max(index - 1, 1), index <= 1);
-      setLink(next, Math.min(index + 1, total), index >= total);
+      setLink(next, Math.min(index + 1, total), index >= total && !after);
+      if (after) {
+        next.hidden = index >= total;
+        after.hidden = index < total;
+      }
       root.querySelectorAll("[data-step-link]").forEach(function (link) {
         if (parseInt(link.getAttribute("data-step-link"), 10) === index) link.setAttribute("aria-current", "step");
         else link.removeAttribute("aria-current");
@@ -48,8 +53,12 @@
       var url = stepUrl(index);
       history.replaceState({ step: index }, "", url.pathname + url.search + url.hash);
       if (moveFocus) {
+        // Focus the new title without scrolling, then bring the card's top into view only when it
+        // is above the screen: on a phone the buttons stay where the thumb is.
         var title = card.querySelector(".step-card__title");
-        if (title) title.focus({ preventScroll: false });
+        if (title) title.focus({ preventScroll: true });
+        var top = root.getBoundingClientRect().top;
+        if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });
       }
       document.dispatchEvent(new CustomEvent("rdv:step", {
         detail: { lessonId: lessonId, stepId: card.getAttribute("data-step-id"), index: index, total: total }
@@ -110,7 +119,7 @@
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
       }).then(function (data) {
-        showVerdict(feedback, Boolean(data.correct), data.explanation || "");
+        showVerdict(feedback, Boolean(data.correct), data.explanation_html || "");
         markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
         button.disabled = false;
       }).catch(function () {
@@ -133,14 +142,21 @@
     choice.appendChild(mark);
   }
 
-  function showVerdict(feedback, correct, explanation) {
+  // The explanation comes as HTML rendered by the server from the lesson's Markdown (raw HTML
+  // in a lesson is escaped there), like the step bodies.
+  function showVerdict(feedback, correct, explanationHtml) {
     feedback.textContent = "";
+    var box = document.createElement("div");
+    box.className = "verdict " + (correct ? "verdict--correct" : "verdict--wrong");
     var p = document.createElement("p");
-    p.className = "verdict " + (correct ? "verdict--correct" : "verdict--wrong");
     var strong = document.createElement("strong");
     strong.textContent = feedback.getAttribute(correct ? "data-correct-label" : "data-wrong-label");
     p.appendChild(strong);
-    p.appendChild(document.createTextNode(" " + explanation));
-    feedback.appendChild(p);
+    box.appendChild(p);
+    var prose = document.createElement("div");
+    prose.className = "prose";
+    prose.innerHTML = explanationHtml;
+    box.appendChild(prose);
+    feedback.appendChild(box);
   }
 })();
