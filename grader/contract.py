@@ -115,6 +115,9 @@ class CheckResult(BaseModel):
     hint: str | None = None
     rank: int | None = None
     line: int | None = None
+    # The message's id and parameters, for rendering it in another language (grader.i18n).
+    message_id: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class RankResult(BaseModel):
@@ -146,6 +149,9 @@ class Result(BaseModel):
     version: int = RESULT_VERSION
     status: Status
     summary: str
+    # The summary's id and parameters, for rendering it in another language (grader.i18n).
+    summary_id: str | None = None
+    summary_params: dict[str, Any] = Field(default_factory=dict)
     launch: LaunchInfo | None = None
     checks: list[CheckResult] = Field(default_factory=list)
     ranks: list[RankResult] = Field(default_factory=list)

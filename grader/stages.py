@@ -14,12 +14,14 @@ from typing import Any, Protocol
 
 from grader.checks.base import RunView
 from grader.contract import CheckResult, GradeEvent
+from grader.i18n import message_fields, msg
 
 # Checks that judge a program whether or not it distributes (they say themselves what is missing).
 ALWAYS_JUDGED = frozenset({"run.completed", "dist.init"})
-NOT_JUDGED_MESSAGE = (
+NOT_JUDGED_MESSAGE = msg(
+    "stages.not_judged",
     "Not judged: the program never started distributed training (no `init_process_group` on "
-    "any rank), so this check cannot hold yet."
+    "any rank), so this check cannot hold yet.",
 )
 
 
@@ -85,9 +87,15 @@ def not_judged_without_distribution(
     """Passes of a program that never distributed become skips that say why (see module doc)."""
     if not views or distributed(views) or not any(view.ranks for view in views):
         return checks
+    message_id, params = message_fields(NOT_JUDGED_MESSAGE)
+    update = {
+        "status": "skip",
+        "message": str(NOT_JUDGED_MESSAGE),
+        "message_id": message_id,
+        "params": params,
+        "hint": None,
+    }
     return [
-        c.model_copy(update={"status": "skip", "message": NOT_JUDGED_MESSAGE, "hint": None})
-        if c.status == "pass" and c.id not in ALWAYS_JUDGED
-        else c
+        c.model_copy(update=update) if c.status == "pass" and c.id not in ALWAYS_JUDGED else c
         for c in checks
     ]

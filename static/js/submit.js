@@ -8,6 +8,8 @@
   window.RdvSubmit = { version: 1 };
 
   const API = "/api/v1";
+  // Results and live events in the page's language, whatever the code was submitted in.
+  const LOCALE = "locale=" + encodeURIComponent(document.documentElement.lang || "en");
   const SVG_NS = "http://www.w3.org/2000/svg";
   const RANK_COLOURS = ["#0b5cad", "#e36209", "#116329", "#8250df", "#bf3989", "#1b7c83", "#9a6700", "#57606a"];
   const OVERLAP_COLOUR = "url(#rdv-overlap)";
@@ -269,7 +271,7 @@
         this.follow(row.id);
         return;
       }
-      const full = await api(this.root, "GET", "/submissions/" + row.id);
+      const full = await api(this.root, "GET", `/submissions/${row.id}?${LOCALE}`);
       if (full.ok && full.data.result) this.showResult(full.data.status, full.data.result, false);
     }
 
@@ -287,7 +289,7 @@
     follow(id) {
       this.submissionId = id;
       if (this.source) this.source.close();
-      const source = new EventSource(`${API}/submissions/${id}/events`);
+      const source = new EventSource(`${API}/submissions/${id}/events?${LOCALE}`);
       this.source = source;
       const on = (name, handler) =>
         source.addEventListener(name, (event) => handler(JSON.parse(event.data)));
@@ -316,7 +318,7 @@
     }
 
     async poll(id) {
-      const read = await api(this.root, "GET", "/submissions/" + id).catch(() => null);
+      const read = await api(this.root, "GET", `/submissions/${id}?${LOCALE}`).catch(() => null);
       if (read && read.ok && read.data.result) {
         this.showResult(read.data.status, read.data.result, true);
         return;
