@@ -114,7 +114,12 @@
         onChange: (value) => this.changed(value),
       });
       const content = host.querySelector(".cm-content");
-      if (content) content.setAttribute("aria-describedby", fallback.getAttribute("aria-describedby"));
+      if (content) {
+        content.setAttribute("aria-describedby", fallback.getAttribute("aria-describedby"));
+        // The editable area is the scroll area's keyboard stop (it is already in the tab
+        // order; saying so lets checkers see the scroller can be reached by keyboard).
+        content.setAttribute("tabindex", "0");
+      }
     }
 
     // "rank N, line L" in a result: put the cursor on line L of the editor and show it.
