@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from fastapi.testclient import TestClient
 
 from app.submissions.event_schemas import LaunchEvent, OutputEvent, QueuedEvent, StatusEvent
 from grader.stages import launch_event
+from tests.grader.test_stages import Plan
 
 EVENTS_PATH = "/api/v1/submissions/{submission_id}/events"
-
-
-@dataclass
-class Plan:
-    world_size: int
-    nnodes: int = 1
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    judged: bool = True
 
 
 def test_openapi_documents_each_event(client: TestClient) -> None:
