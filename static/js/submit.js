@@ -304,7 +304,10 @@
           this.clearRun();
           this.status(this.t.retrying);
         } else if (data.status === "launch") {
-          this.status(this.launchText(data));
+          const text = this.launchText(data);
+          this.status(text);
+          // The panes that follow belong to this launch: say which and why above them.
+          this.$("ranks").append(el("p", { className: "sub__launch", "data-launch": data.index, text }));
         } else if (this.t[data.status]) {
           this.status(this.t[data.status]);
         }
