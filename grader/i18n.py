@@ -9,7 +9,9 @@ the locale the code was submitted in.
 Catalogs: `grader/locales/<locale>.json`, one object of message id -> template, for every id the
 grader uses: `title.<check id>` and `hint.<check id>` (from each check's registration), the
 summary and combination texts below, and every `msg(...)` id in the checks. A missing entry falls
-back to English; a test fails when one is missing.
+back to English; a test fails when one is missing. Terms follow docs/glossary.md (shared with the
+lessons and the interface): rank stays "rank" in tr and pt-BR, a process group is "süreç grubu" /
+"grupo de processos", and so on.
 """
 
 from __future__ import annotations

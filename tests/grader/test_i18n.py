@@ -95,7 +95,7 @@ def test_a_result_renders_in_the_viewer_s_language() -> None:
     assert result["summary"] == "1 of 4 checks failed"
     assert result["checks"][0]["message"] == "With 2 ranks: oom"
     turkish = localize_result(result, "tr")
-    assert turkish["summary"] == "4 kontrolden 1 tanesi başarısız"
+    assert turkish["summary"] == "4 kontrolden 1 tanesi kaldı"
     assert turkish["checks"][0]["title"] == "Her rank süreç grubuna katılıyor"
     assert turkish["checks"][0]["message"] == (
         "2 rank ile: İşin tamamı belleği tüketti ve sandbox tarafından durduruldu."
