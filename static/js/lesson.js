@@ -17,6 +17,26 @@
     var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
     var current = parseInt(root.getAttribute("data-current"), 10) || 1;
     var total = cards.length;
+    var meterBox = root.querySelector(".step-meter");
+    var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
+
+    // The meter counts the whole sequence; past the steps, the part in view is the quick check
+    // (the step count plus one) or an exercise (after the quick check).
+    function setMeter(position) {
+      if (meter) meter.style.width = (100 * Math.min(position, parts) / parts).toFixed(1) + "%";
+    }
+    function partOf(hash) {
+      if (hash === "#quiz" || hash.indexOf("#quiz-") === 0) return total + 1;
+      var exercises = Array.prototype.slice.call(document.querySelectorAll(".exercise[id]"));
+      var quiz = document.getElementById("quiz") ? 1 : 0;
+      if (hash === "#exercises") return total + quiz + 1;
+      var found = exercises.findIndex(function (node) { return "#" + node.id === hash; });
+      return found >= 0 ? total + quiz + found + 1 : 0;
+    }
+    window.addEventListener("hashchange", function () {
+      var part = partOf(window.location.hash);
+      if (part) setMeter(part);
+    });
 
     function stepUrl(index) {
       var url = new URL(window.location.href);
@@ -38,7 +58,7 @@
       cards.forEach(function (card, i) { card.hidden = i + 1 !== index; });
       var card = cards[index - 1];
       status.textContent = card.getAttribute("data-progress-label");
-      if (meter) meter.style.width = (100 * index / total).toFixed(1) + "%";
+      setMeter(index);
       root.setAttribute("data-current", String(index));
       setLink(prev, Math.max(index - 1, 1), index <= 1);
       setLink(next, Math.min(index + 1, total), index >= total && !after);

@@ -75,8 +75,21 @@ def test_the_last_step_leads_on_to_the_quick_check(page: Any) -> None:
     page.goto(LESSON_URL + "?step=99")
     after = page.locator('[data-step-nav="after"]')
     assert after.is_visible() and page.locator('[data-step-nav="next"]').is_hidden()
+    meter = page.locator(".step-meter")
+    parts = int(meter.get_attribute("data-parts") or 0)
+    steps = page.locator(".step-card").count()
+    assert parts == steps + 1 + page.locator(".exercise").count()  # steps, quiz, exercises
+
+    def width() -> str:
+        return str(meter.locator("span").evaluate("s => s.style.width"))
+
+    assert width() == f"{100 * steps / parts:.1f}%"
     after.click()
     page.wait_for_url(re.compile(r"#quiz$"))
+    page.wait_for_function(
+        "w => document.querySelector('.step-meter span').style.width === w",
+        arg=f"{100 * (steps + 1) / parts:.1f}%",
+    )
     page.locator('[data-step-nav="prev"]').click()
     assert after.is_hidden() and page.locator('[data-step-nav="next"]').is_visible()
 
