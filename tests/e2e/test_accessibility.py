@@ -52,7 +52,7 @@ def failed_exercise(page: Any) -> None:
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     section.evaluate("(s, r) => s.rdvExercise.showResult('done', r, true)", failed_result())
-    section.locator(".sub__sampler-svg").wait_for()
+    section.locator(".sub__summary--fail").wait_for()
 
 
 def sign_in(page: Any) -> None:
