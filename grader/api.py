@@ -26,7 +26,6 @@ from grader.contract import (
     Timings,
     localize,
 )
-from grader.exercises_ext.runs import plan_runs
 from grader.i18n import (
     AS_NODES,
     SUMMARY_FAILED,
@@ -37,7 +36,7 @@ from grader.i18n import (
     message_fields,
     msg,
 )
-from grader.launcher import Launch, plan_launch, run_launch
+from grader.launcher import Launch, plan_launches, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 from grader.stages import launch_event, not_judged_without_distribution
 
@@ -89,13 +88,10 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
-    # Issue 4: the plan adds a multi-node launch and uninterrupted twins of faulted launches.
-    plans = plan_runs(job.spec)
     views: list[RunView] = []
-    for index, plan in enumerate(plans):
-        emit(launch_event(plans, index))
-        launch = plan_launch(plan.world_size, job.spec.launch.device)
-        launch.nnodes, launch.faults = plan.nnodes, plan.faults
+    launches = plan_launches(job.spec)
+    for index, launch in enumerate(launches):
+        emit(launch_event(launches, index))
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
@@ -105,9 +101,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
-        if plan.reference is not None:
-            view.reference = views[plan.reference]
-        if not plan.judged:
+        if launch.reference is not None:
+            view.reference = views[launch.reference]
+        if not launch.judged:
             continue
         t1 = time.monotonic()
         outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
@@ -214,7 +210,7 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
             if o.status == "fail":
                 chosen = (launch, o)
                 break
-            # Issue 4: a pass at the largest world size (the last run) speaks for all of them.
+            # A pass at the largest world size (the last run) speaks for all of them.
             if chosen is None or (
                 o.status == "pass"
                 and (chosen[1].status != "pass" or launch.world_size >= chosen[0].world_size)

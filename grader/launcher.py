@@ -1,4 +1,5 @@
-"""Host side of one launch: job dir, sandbox request, framed output -> events, report -> RunView.
+"""The launches of one grading: which ones (`plan_launches`), and the host side of each
+(`run_launch`: job dir, sandbox request, framed output -> events, report -> RunView).
 
 Nothing the learner's run produced is unpickled here: the report is plain JSON written by the
 in-sandbox supervisor under a name only this process and the supervisor know.
@@ -7,6 +8,7 @@ in-sandbox supervisor under a name only this process and the supervisor know.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -16,12 +18,12 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grader.checks.base import RankView, RunView
-from grader.contract import GradeEvent, Job
+from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.supervisor import FRAME
 
@@ -41,10 +43,14 @@ class Launch:
     world_size: int
     device: str  # "cpu" | "cuda"
     gpus: list[int]
-    # Issue 4 (grader/exercises_ext/runs.py): a simulated multi-node job, and the faults to
-    # inject (None: the spec's).
+    # > 1: a simulated job of that many nodes with world_size // nnodes ranks each.
     nnodes: int = 1
-    faults: list[dict[str, Any]] | None = None
+    # The faults the harness injects into this launch.
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    # Index (in the plan) of the uninterrupted twin of a faulted launch.
+    reference: int | None = None
+    # A reference is launched only to be compared with; its checks are not evaluated.
+    judged: bool = True
 
 
 FORK_ENV = "RDV_FORK_RANKS"
@@ -71,6 +77,33 @@ def plan_launch(world_size: int, device: str) -> Launch:
     if len(gpus) >= world_size:
         return Launch(world_size, "cuda", gpus[:world_size])
     return Launch(world_size, "cpu", [])
+
+
+def plan_launches(spec: ExerciseSpec) -> list[Launch]:
+    """Every launch one grading makes, in order.
+
+    - one launch per world size of the spec;
+    - with `launch.faults`: each of those launches gets an uninterrupted twin, run first and not
+      judged on its own: it is the faulted launch's `reference` (elastic.equivalent compares them);
+    - with `launch.multinode`: one more launch as a simulated job of `max(2, launch.nnodes)` nodes
+      with one rank each (LOCAL_RANK is 0 on every node, so local-vs-global rank mix-ups show;
+      `grader.multinode` runs it).
+    """
+    device = spec.launch.device
+    faults = [f.model_dump() for f in spec.launch.faults]
+    launches: list[Launch] = []
+    for ws in spec.launch.world_sizes:
+        if faults:
+            launches.append(dataclasses.replace(plan_launch(ws, device), judged=False))
+            faulted = plan_launch(ws, device)
+            faulted.faults, faulted.reference = faults, len(launches) - 1
+            launches.append(faulted)
+        else:
+            launches.append(plan_launch(ws, device))
+    if spec.launch.multinode:
+        nodes = max(2, spec.launch.nnodes)
+        launches.append(dataclasses.replace(plan_launch(nodes, device), nnodes=nodes))
+    return launches
 
 
 def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
@@ -115,9 +148,6 @@ def run_launch(
         (job_dir / "main.py").write_text(job.code, encoding="utf-8")
         nonce = secrets.token_hex(16)
         config_name = f".rdv-config-{secrets.token_hex(8)}.json"
-        faults = (
-            [f.model_dump() for f in spec.launch.faults] if launch.faults is None else launch.faults
-        )
         config = {
             "nonce": nonce,
             "world_size": launch.world_size,
@@ -130,7 +160,7 @@ def run_launch(
             "fork": fork_ranks() and launch.nnodes == 1,
             "harness": {
                 "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
-                "faults": faults,
+                "faults": launch.faults,
             },
         }
         (job_dir / config_name).write_text(json.dumps(config))
@@ -166,7 +196,7 @@ def run_launch(
         outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
         view = _view(job, launch, outcome, report_path, noise)
-        view.nnodes, view.faults = launch.nnodes, faults
+        view.nnodes, view.faults = launch.nnodes, launch.faults
         return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)

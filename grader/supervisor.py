@@ -91,8 +91,8 @@ class Supervisor:
 
         cfg = self.cfg
         args = ["-u", "-m", "grader.harness", "main.py", *cfg.get("script_args", [])]
-        if int(cfg.get("nnodes", 1)) > 1:  # issue 4: a simulated multi-node job
-            from grader.exercises_ext.multinode import launch_nodes
+        if int(cfg.get("nnodes", 1)) > 1:  # a simulated multi-node job
+            from grader.multinode import launch_nodes
 
             nnodes = int(cfg["nnodes"])
             self.failures, error = launch_nodes(

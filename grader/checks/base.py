@@ -62,6 +62,30 @@ class RankView:
         start = self.first("start")
         return start.get("file") if start else None
 
+    @property
+    def last_attempt(self) -> int:
+        """The last attempt (torchelastic restart) this rank left events in; 0 if none."""
+        return max((int(e.get("attempt", 0)) for e in self.events), default=0)
+
+    def in_attempt(self, attempt: int, kind: str | None = None) -> list[dict[str, Any]]:
+        """This rank's events of one attempt (of one kind)."""
+        return [
+            e
+            for e in self.events
+            if int(e.get("attempt", 0)) == attempt and (kind is None or e.get("kind") == kind)
+        ]
+
+    @property
+    def last_line(self) -> int | None:
+        """The last line of the learner's file this rank was seen at (stack first, then events)."""
+        line = stack_line(self.stack, self.learner_file)
+        if line is not None:
+            return line
+        for e in reversed(self.events):
+            if isinstance(e.get("line"), int):
+                return int(e["line"])
+        return None
+
 
 @dataclass
 class RunView:
@@ -76,8 +100,8 @@ class RunView:
     oom_killed: bool = False
     checkpoints: dict[str, Any] = field(default_factory=dict)
     platform_error: str | None = None
-    # Issue 4 (grader/exercises_ext/runs.py): nodes of a simulated multi-node launch, the faults
-    # injected into this launch, and the uninterrupted twin launched next to a faulted one.
+    # Nodes of a simulated multi-node launch, the faults injected into this launch, and the
+    # uninterrupted twin launched before a faulted one (see `grader.launcher.plan_launches`).
     nnodes: int = 1
     faults: list[dict[str, Any]] = field(default_factory=list)
     reference: RunView | None = None
@@ -103,6 +127,10 @@ class RunView:
     def at(self, line: int | None) -> str:
         """ "at line 42 (`code`)" or ""."""
         return f"at line {line}{self.code_at(line)}" if line else ""
+
+    def where(self, line: int | None) -> str:
+        """ "at line 42 (`code`)", or "(line unknown)"."""
+        return self.at(line) or "(line unknown)"
 
     @property
     def complete(self) -> bool:
@@ -159,6 +187,20 @@ def get_check(check_id: str) -> CheckDef | None:
 def all_checks() -> dict[str, CheckDef]:
     _load_all()
     return dict(_REGISTRY)
+
+
+def plural(n: int, word: str) -> str:
+    """(1, "save") -> "1 save"; (2, "save") -> "2 saves"."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def first_optimizer_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `step` events among `events` of the first optimizer that stepped."""
+    all_steps = [e for e in events if e.get("kind") == "step"]
+    if not all_steps:
+        return []
+    first = all_steps[0].get("opt", 0)
+    return [e for e in all_steps if e.get("opt", 0) == first]
 
 
 def ranks_text(ranks: list[int]) -> str:

@@ -27,14 +27,10 @@ def training_epochs(run: RunView) -> dict[int, list[dict[str, Any]]]:
         r.rank: [
             e
             for e in r.of("iteration")
-            if e.get("steps", 0) > 0 and e.get("attempt", 0) == _last_attempt(r)
+            if e.get("steps", 0) > 0 and e.get("attempt", 0) == r.last_attempt
         ]
         for r in run.ranks
     }
-
-
-def _last_attempt(rank: Any) -> int:
-    return max((e.get("attempt", 0) for e in rank.events), default=0)
 
 
 def sampler_artifact(run: RunView) -> dict[str, Any]:

@@ -1,10 +1,17 @@
-"""Process group: init (finite timeout, backend), destroy, and the Python-level collectives."""
+"""Process group: init (finite timeout, backend), destroy, and the Python-level collectives.
+
+Every collective that the learner's file reaches (directly, or through a library such as
+ZeroRedundancyOptimizer) is counted, and recorded as a `collective_call` event (op, size, line)
+*before* it runs, so a rank that hangs in it is still on record; checks compare the sequences
+across ranks.
+"""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
@@ -29,12 +36,49 @@ COLLECTIVES = (
     "gather_object",
     "scatter_object_list",
 )
+# Counted, but not recorded call by call (allreduce.collectives_match compares the recorded
+# sequences; gather_object and scatter_object_list show there through the collectives they call).
+UNRECORDED = frozenset({"monitored_barrier", "gather_object", "scatter_object_list"})
+MAX_CALL_EVENTS = 4000
+
+
+def _numel(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return int(value.numel())
+    if isinstance(value, (list, tuple)):
+        return sum(_numel(v) for v in value)
+    return 0
+
+
+def _dtype(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return str(value.dtype).replace("torch.", "")
+    if isinstance(value, (list, tuple)) and value:
+        return _dtype(value[0])
+    return "-"
+
+
+def signature(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    sig: dict[str, Any] = {"op": name, "numel": _numel(first), "dtype": _dtype(first)}
+    if name in ("all_reduce", "reduce"):
+        op = kwargs.get("op", args[2] if name == "reduce" and len(args) > 2 else None)
+        if name == "all_reduce" and op is None and len(args) > 1:
+            op = args[1]
+        sig["redop"] = str(op if op is not None else "SUM").rsplit(".", 1)[-1]
+    if name in ("broadcast", "broadcast_object_list"):
+        sig["src"] = kwargs.get("src", args[1] if len(args) > 1 else 0)
+    if name in ("all_gather", "all_gather_into_tensor", "all_gather_object"):
+        out = args[0] if args else kwargs.get("tensor_list", kwargs.get("output_tensor"))
+        sig["numel"] = _numel(out)
+    return sig
 
 
 def install(tracer: Tracer) -> None:
     limit = float(tracer.settings.get("pg_timeout_seconds", 30))
     counts: dict[str, int] = {}
     tracer.state["collective_counts"] = counts
+    calls = {"n": 0}
 
     def make_init(original: Any) -> Any:
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
@@ -71,10 +115,22 @@ def install(tracer: Tracer) -> None:
 
         return destroy_process_group
 
+    def record(name: str, line: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        calls["n"] += 1
+        if calls["n"] > MAX_CALL_EVENTS:
+            return
+        try:
+            sig = signature(name, args, kwargs)
+        except Exception:
+            sig = {"op": name}
+        tracer.emit("collective_call", i=calls["n"], line=line, step=tracer.steps, **sig)
+
     def make_collective(name: str) -> Any:
         def make(original: Any) -> Any:
             def collective(*args: Any, **kwargs: Any) -> Any:
                 line = tracer.where()
+                if line is not None and name not in UNRECORDED:
+                    record(name, line, args, kwargs)
                 if name in ("barrier", "monitored_barrier"):
                     tracer.emit("barrier_enter", line=line)
                 out = original(*args, **kwargs)
@@ -95,3 +151,4 @@ def install(tracer: Tracer) -> None:
         for name in COLLECTIVES:
             wrap(owner, name, make_collective(name))
     tracer.finalizers.append(lambda: tracer.emit("collectives", counts=dict(counts)))
+    tracer.finalizers.append(lambda: tracer.emit("collective_calls", n=calls["n"]))

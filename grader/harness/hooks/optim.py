@@ -87,7 +87,7 @@ def install(tracer: Tracer) -> None:
         tracer.emit("step", **event)
         for fault in faults:
             if tracer.steps == fault.get("after_steps"):
-                # Issue 4: the spec's "kind" must not collide with the event's own kind.
+                # The spec's "kind" must not collide with the event's own kind.
                 tracer.emit("fault", **{k: v for k, v in fault.items() if k != "kind"})
                 os._exit(int(fault.get("exit_code", 1)))
 

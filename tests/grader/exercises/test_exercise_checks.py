@@ -7,8 +7,8 @@ from typing import Any
 
 from grader.checks.base import RankView, RunView, get_check
 from grader.contract import ExerciseSpec, FaultSpec, LaunchSpec
-from grader.exercises_ext.multinode import node_env
-from grader.exercises_ext.runs import plan_runs
+from grader.launcher import plan_launches
+from grader.multinode import node_env
 
 
 def run_of(events: dict[int, list[dict[str, Any]]], device: str = "cpu", **kw: Any) -> RunView:
@@ -27,7 +27,7 @@ def judge(check_id: str, run: RunView) -> Any:
 
 def stats(layer: str, mean: str, mean_sum: float) -> dict[str, Any]:
     return {
-        "kind": "x_bn_stats",
+        "kind": "bn_stats",
         "layer": layer,
         "mean": mean,
         "var": "v",
@@ -52,12 +52,12 @@ def test_stats_synced_on_gpu_passes_when_equal_and_names_the_layer_when_not() ->
 
 
 def grads(local: list[list[float]], used: list[list[float]]) -> dict[str, Any]:
-    return {"kind": "x_grads", "names": ["w", "b"], "local": local, "used": used, "line": 30}
+    return {"kind": "hand_grads", "names": ["w", "b"], "local": local, "used": used, "line": 30}
 
 
 def coll(line: int = 20) -> dict[str, Any]:
     return {
-        "kind": "x_coll",
+        "kind": "collective_call",
         "op": "all_reduce",
         "numel": 3,
         "dtype": "float32",
@@ -89,7 +89,7 @@ def test_collectives_match_names_the_call_without_a_partner() -> None:
 def test_consolidate_on_rank0_only_names_ranks_and_lines() -> None:
     run = run_of(
         {
-            0: [{"kind": "x_consolidate_enter", "line": 70}],
+            0: [{"kind": "consolidate_enter", "line": 70}],
             1: [{"kind": "barrier_enter", "line": 79}, {"kind": "exception", "line": 79}],
         },
         source="\n".join(f"line{i}" for i in range(1, 100)),
@@ -106,7 +106,7 @@ def test_plan_adds_a_reference_twin_and_a_multinode_launch() -> None:
         checks=["run.completed"],
         launch=LaunchSpec(world_sizes=[2], max_restarts=1, faults=[FaultSpec()], multinode=True),
     )
-    plans = plan_runs(spec)
+    plans = plan_launches(spec)
     assert [(p.world_size, p.nnodes, bool(p.faults), p.judged) for p in plans] == [
         (2, 1, False, False),
         (2, 1, True, True),
@@ -123,7 +123,7 @@ def test_each_simulated_node_sees_its_own_gpus(monkeypatch: Any) -> None:
 
 
 def test_launch_env_names_a_sampler_built_for_a_hard_coded_world() -> None:
-    env = {"kind": "x_env", "rank": "0", "local_rank": "0", "world_size": "3"}
+    env = {"kind": "launch_env", "rank": "0", "local_rank": "0", "world_size": "3"}
     events = {
         r: [
             env,
@@ -146,7 +146,7 @@ def test_launch_env_names_a_sampler_built_for_a_hard_coded_world() -> None:
 def ddp_bn(n_plain: int, n_synced: int) -> dict[str, Any]:
     plain = ["1 (BatchNorm1d)"] * n_plain
     return {
-        "kind": "x_ddp_bn",
+        "kind": "ddp_batchnorm",
         "line": 40,
         "plain": plain,
         "n_plain": n_plain,
@@ -173,7 +173,7 @@ def test_converted_judges_the_live_modules_not_the_source() -> None:
 def test_world_scale_tells_a_divided_loss_from_a_hand_written_mean() -> None:
     import torch
 
-    from grader.exercises_ext.h_collectives import world_scale
+    from grader.harness.hooks.allreduce import world_scale
 
     x = torch.randn(8, 1, requires_grad=True)
     errors = (x - torch.randn(8, 1)) ** 2

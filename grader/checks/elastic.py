@@ -12,8 +12,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, get_check, passed, ranks_text
-from grader.exercises_ext.views import in_attempt, plural, reference, steps, where
+from grader.checks.base import (
+    Outcome,
+    RunView,
+    check,
+    failed,
+    first_optimizer_steps,
+    get_check,
+    passed,
+    plural,
+    ranks_text,
+)
 
 REL_TOL = 1e-6
 
@@ -26,7 +35,7 @@ def _fault(run: RunView) -> tuple[int, dict[str, Any]] | None:
 def _saved_paths(run: RunView, attempt: int) -> set[str]:
     paths: set[str] = set()
     for r in run.ranks:
-        for e in in_attempt(r, attempt):
+        for e in r.in_attempt(attempt):
             if e.get("kind") == "save" and e.get("ok", True) and e.get("path"):
                 paths.add(str(e["path"]))
             if e.get("kind") == "rename" and e.get("dst"):
@@ -35,7 +44,7 @@ def _saved_paths(run: RunView, attempt: int) -> set[str]:
 
 
 def _no_fault_message(run: RunView) -> str:
-    n = max((len(steps(r.events)) for r in run.ranks), default=0)
+    n = max((len(first_optimizer_steps(r.events)) for r in run.ranks), default=0)
     return (
         "The grader's injected failure never fired: the ranks took "
         f"{plural(n, 'optimizer step')} in all, fewer than it waits for. Keep the starter's "
@@ -56,7 +65,7 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(_no_fault_message(run))
     frank, fe = fault
     attempt = int(fe.get("attempt", 0))
-    restarted = [r for r in run.ranks if in_attempt(r, attempt + 1)]
+    restarted = [r for r in run.ranks if r.in_attempt(attempt + 1)]
     if not restarted:
         return failed(
             f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')} "
@@ -74,7 +83,7 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     for r in run.ranks:
         loads = [
             e
-            for e in in_attempt(r, attempt + 1, "load")
+            for e in r.in_attempt(attempt + 1, "load")
             if e.get("ok", True) and str(e.get("path")) in saved
         ]
         if not loads:
@@ -86,11 +95,11 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
             "failure, so they started again from scratch.",
             rank=not_loaded[0],
         )
-    ref = reference(run)
+    ref = run.reference
     if ref is not None and ref.ranks:
-        total = len(steps(ref.ranks[0].events))
+        total = len(first_optimizer_steps(ref.ranks[0].events))
         for r in run.ranks:
-            again = len(steps(in_attempt(r, attempt + 1)))
+            again = len(first_optimizer_steps(r.in_attempt(attempt + 1)))
             if total and again >= total:
                 return failed(
                     f"After the restart rank {r.rank} loaded the snapshot but took {again} "
@@ -99,11 +108,11 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
                     rank=r.rank,
                 )
     r0 = run.ranks[0]
-    load = next(e for e in in_attempt(r0, attempt + 1, "load") if str(e.get("path")) in saved)
+    load = next(e for e in r0.in_attempt(attempt + 1, "load") if str(e.get("path")) in saved)
     return passed(
         f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')}; after "
-        f"the restart every rank loaded the snapshot {where(run, load.get('line'))} and "
-        f"continued with {len(steps(in_attempt(r0, attempt + 1)))} more steps."
+        f"the restart every rank loaded the snapshot {run.where(load.get('line'))} and "
+        f"continued with {len(first_optimizer_steps(r0.in_attempt(attempt + 1)))} more steps."
     )
 
 
@@ -119,17 +128,17 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
     fault = _fault(run)
     if fault is None:
         return failed(_no_fault_message(run))
-    ref = reference(run)
+    ref = run.reference
     if ref is None or not ref.ranks:
         return failed("The uninterrupted reference run did not take place.")
-    ref_steps = steps(ref.ranks[0].events)
+    ref_steps = first_optimizer_steps(ref.ranks[0].events)
     if not ref_steps or ref.ranks[0].end is None:
         return failed(
             "The uninterrupted run of your program did not finish, so there is nothing "
             "to compare with (see the other checks)."
         )
     last = max(int(e.get("attempt", 0)) for e in run.ranks[0].events)
-    got = steps(in_attempt(run.ranks[0], last))
+    got = first_optimizer_steps(run.ranks[0].in_attempt(last))
     if not got:
         return failed("After the restart rank 0 took no optimizer step.", rank=0)
     a, b = got[-1], ref_steps[-1]
@@ -171,7 +180,7 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
 
 def _steps_before_snapshot(run: RunView) -> int | None:
     """Rank 0's optimizer steps before the last snapshot it saved in the first attempt."""
-    events = in_attempt(run.ranks[0], 0)
+    events = run.ranks[0].in_attempt(0)
     count, at = 0, None
     for e in events:
         if e.get("kind") == "step":

@@ -7,8 +7,8 @@ given `local_addr=127.0.0.1` (otherwise workers get MASTER_ADDR = the hostname, 
 resolve inside bwrap, and the job hangs) and node 0 is told it hosts the rendezvous store
 (`is_host`; otherwise both try to bind the port and one falls back after an error).
 
-The supervisor runs `launch_nodes(...)`; each node is `python -m grader.exercises_ext.multinode
-SPEC.json` (a child process: one elastic agent per process). Rank logs are written as
+The supervisor runs `launch_nodes(...)`; each node is `python -m grader.multinode SPEC.json` (a
+child process: one elastic agent per process). Rank logs are written as
 `<log_dir>/node<N>/<run>/attempt_<A>/<global rank>/stdout.log`, so the supervisor's tailer, which
 reads `attempt_<A>/<rank>/`, sees global ranks.
 """
@@ -62,7 +62,7 @@ def launch_nodes(
         path.write_text(json.dumps(spec))
         children.append(
             subprocess.Popen(
-                [sys.executable, "-m", "grader.exercises_ext.multinode", str(path)],
+                [sys.executable, "-m", "grader.multinode", str(path)],
                 stdin=subprocess.DEVNULL,
                 env=node_env(node, nproc_per_node),
             )

@@ -10,7 +10,11 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 import torch.multiprocessing as mp
 
-from grader.exercises_ext.wrapping import stack_wrap
+from grader.harness.tracer import Tracer, wrap
+
+# Its init_process_group wrapper is outside the dist hook's: it sees the learner's own arguments,
+# before the dist hook forces a finite timeout.
+AFTER = ("dist",)
 
 LAUNCH_VARS = (
     "RANK",
@@ -29,27 +33,27 @@ SPAWN_MESSAGE = (
 )
 
 
-def install(tracer: Any) -> None:
+def install(tracer: Tracer) -> None:
     launched = {k: os.environ.get(k) for k in LAUNCH_VARS}
-    tracer.emit("x_env", **{k.lower(): v for k, v in launched.items()})
+    tracer.emit("launch_env", **{k.lower(): v for k, v in launched.items()})
     _watch_environ(tracer, launched)
 
     def make_spawn(original: Any) -> Any:
         def spawn(*args: Any, **kwargs: Any) -> Any:
             nprocs = kwargs.get("nprocs", args[2] if len(args) > 2 else 1)
-            tracer.emit("x_spawn", line=tracer.where(), nprocs=nprocs)
+            tracer.emit("spawn", line=tracer.where(), nprocs=nprocs)
             raise RuntimeError(SPAWN_MESSAGE)
 
         return spawn
 
-    stack_wrap(mp, "spawn", make_spawn)
-    stack_wrap(mp, "start_processes", make_spawn)
+    wrap(mp, "spawn", make_spawn)
+    wrap(mp, "start_processes", make_spawn)
 
     def make_init(original: Any) -> Any:
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
             init_method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
             tracer.emit(
-                "x_init_args",
+                "init_args",
                 line=tracer.where(),
                 init_method=None if init_method is None else str(init_method)[:200],
                 rank=kwargs.get("rank", args[4] if len(args) > 4 else None),
@@ -63,23 +67,23 @@ def install(tracer: Any) -> None:
         return init_process_group
 
     for owner in (dist, c10d):
-        stack_wrap(owner, "init_process_group", make_init)
+        wrap(owner, "init_process_group", make_init)
 
 
-def _watch_environ(tracer: Any, launched: dict[str, str | None]) -> None:
+def _watch_environ(tracer: Tracer, launched: dict[str, str | None]) -> None:
     """Record writes to the launcher's variables (os.environ[...] = ..., update, pop, del)."""
     base = type(os.environ)
-    if getattr(base, "__rdv_ext__", False):
+    if getattr(base, "__rdv_watched__", False):
         return
 
     class WatchedEnviron(base):  # type: ignore[misc, valid-type]
-        __rdv_ext__ = True
+        __rdv_watched__ = True
 
         def __setitem__(self, key: str, value: str) -> None:
             if key in launched:
                 old = os.environ.get(key)
                 tracer.emit(
-                    "x_env_write",
+                    "env_write",
                     key=key,
                     value=str(value)[:100],
                     before=old,
@@ -91,7 +95,7 @@ def _watch_environ(tracer: Any, launched: dict[str, str | None]) -> None:
         def __delitem__(self, key: str) -> None:
             if key in launched:
                 tracer.emit(
-                    "x_env_write",
+                    "env_write",
                     key=key,
                     value=None,
                     before=os.environ.get(key),
@@ -103,4 +107,4 @@ def _watch_environ(tracer: Any, launched: dict[str, str | None]) -> None:
     try:
         os.environ.__class__ = WatchedEnviron
     except TypeError as exc:
-        tracer.emit("harness_error", where="x_env", error=repr(exc))
+        tracer.emit("harness_error", where="launch_env", error=repr(exc))

@@ -5,8 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
-from grader.exercises_ext.views import plural, steps, where
+from grader.checks.base import (
+    Outcome,
+    RunView,
+    check,
+    failed,
+    first_optimizer_steps,
+    passed,
+    plural,
+    ranks_text,
+    skipped,
+)
 
 TOLERANCE = 1e-4  # relative; float32 sums of a few ranks agree to ~1e-7
 
@@ -24,7 +33,7 @@ def _norm(a: list[float]) -> float:
 
 
 def _first_allreduce_line(run: RunView, rank: int) -> int | None:
-    for r, e in run.events("x_coll"):
+    for r, e in run.events("collective_call"):
         if r == rank and e.get("op") == "all_reduce" and e.get("step", 0) == 0:
             return e.get("line")
     return None
@@ -38,7 +47,7 @@ def _first_allreduce_line(run: RunView, rank: int) -> int | None:
 )
 def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     tol = float(params.get("tolerance", TOLERANCE))
-    records = {rank: e for rank, e in run.events("x_grads")}
+    records = {rank: e for rank, e in run.events("hand_grads")}
     if run.events("ddp_init"):
         return failed(
             "The model was wrapped in DistributedDataParallel: this exercise asks you to average "
@@ -90,7 +99,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     if not _first_allreduce_line(run, rank):
         return failed(
             f"Rank {rank} made no all_reduce between its backward pass and its first optimizer "
-            f"step {where(run, records[rank].get('line'))}: each rank stepped with its own "
+            f"step {run.where(records[rank].get('line'))}: each rank stepped with its own "
             "gradient, so the ranks train on different gradients.",
             rank=rank,
             line=records[rank].get("line"),
@@ -103,7 +112,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     if own and len(own) == len(bad[rank]):
         return failed(
             f"On rank {rank} the gradient of {what} was still rank {rank}'s own at the first "
-            f"optimizer step {where(run, records[rank].get('line'))}: "
+            f"optimizer step {run.where(records[rank].get('line'))}: "
             f"{'it was' if len(own) == 1 else 'they were'} not averaged "
             f"({len(own)} of {n} parameters).",
             rank=rank,
@@ -127,7 +136,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     else:
         why = "different from the mean of the ranks' gradients"
     return failed(
-        f"On rank {rank}, after the all-reduce {where(run, line)}, the gradient of {what} "
+        f"On rank {rank}, after the all-reduce {run.where(line)}, the gradient of {what} "
         f"was {why}.",
         rank=rank,
         line=line,
@@ -141,7 +150,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     "parameter before training) and give every rank the same averaged gradient.",
 )
 def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
-    per_rank = {r.rank: steps(r.events) for r in run.ranks}
+    per_rank = {r.rank: first_optimizer_steps(r.events) for r in run.ranks}
     if not per_rank.get(0):
         return _in_sync_by_loss(run)
     counts = {r: len(s) for r, s in per_rank.items()}
@@ -156,7 +165,7 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                     f"After optimizer step {i + 1}, rank {rank}'s weights differ from rank 0's "
                     f"(sum of all weights {sb:.6g} vs {sa:.6g})"
                 )
-                grads = {r: e for r, e in run.events("x_grads")}
+                grads = {r: e for r, e in run.events("hand_grads")}
                 if i == 0 and 0 in grads and rank in grads and _same(grads[0], grads[rank]):
                     msg += (
                         ": both stepped with the same averaged gradient, so they started from "
@@ -176,7 +185,7 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
 
 def _in_sync_by_loss(run: RunView) -> Outcome:
     """Without optimizer steps (updates by hand): compare the weights seen at every loss."""
-    seqs = {r.rank: r.of("x_params") for r in run.ranks}
+    seqs = {r.rank: r.of("weights") for r in run.ranks}
     if not seqs.get(0):
         return failed(
             "Rank 0 neither took an optimizer step nor back-propagated a loss, so there was "
@@ -225,7 +234,7 @@ def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
     "it with tensors of the same shape: never call one inside `if rank == 0:`.",
 )
 def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
-    seqs = {r.rank: [e for _, e in [(0, e) for e in r.of("x_coll")]] for r in run.ranks}
+    seqs = {r.rank: [e for _, e in [(0, e) for e in r.of("collective_call")]] for r in run.ranks}
     if not any(seqs.values()):
         if len(run.ranks) == 1:
             return skipped("A single rank: there was no other rank to match.")
@@ -237,8 +246,8 @@ def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
             if _sig(a) != _sig(b):
                 return failed(
                     f"Collective #{i + 1} differs: rank {ref_rank} called {_describe(a)} "
-                    f"{where(run, a.get('line'))}, rank {rank} called {_describe(b)} "
-                    f"{where(run, b.get('line'))}.",
+                    f"{run.where(a.get('line'))}, rank {rank} called {_describe(b)} "
+                    f"{run.where(b.get('line'))}.",
                     rank=rank,
                     line=b.get("line"),
                 )
@@ -247,7 +256,7 @@ def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
             return failed(
                 f"Rank {ref_rank} made {len(other)} collective calls and rank {rank} only "
                 f"{len(seq)}: rank {ref_rank}'s call #{len(seq) + 1}, {_describe(nxt)} "
-                f"{where(run, nxt.get('line'))}, had no partner on rank {rank}, so rank "
+                f"{run.where(nxt.get('line'))}, had no partner on rank {rank}, so rank "
                 f"{ref_rank} waited in it"
                 + (" until the run was stopped." if run.timed_out else "."),
                 rank=ref_rank,

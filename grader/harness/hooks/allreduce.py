@@ -1,8 +1,4 @@
-"""Collectives per rank (op, size, call-site line) and gradients around the first step.
-
-Every Python-level collective that the learner's file reaches (directly, or through a library
-such as ZeroRedundancyOptimizer) is recorded as an `x_coll` event *before* it runs, so a rank
-that hangs in it is still on record. Checks compare the sequences across ranks.
+"""Gradients averaged by hand: the gradients around the first optimizer step.
 
 For programs that average gradients by hand (no DDP), the gradient each rank's *unscaled* loss
 gives (a second `autograd.grad` on the tensor the program back-propagates, however its loss was
@@ -20,67 +16,20 @@ import math
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import torch.distributed.distributed_c10d as c10d
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from grader.exercises_ext.wrapping import quiet, stack_wrap
 from grader.harness.replay import scaled_root
+from grader.harness.tracer import Tracer, quiet, wrap
 
-MAX_COLL_EVENTS = 4000
+# Wraps torch.autograd.backward over the ddp hook's wrapper, and observes the first step after
+# the optim hook's step hooks.
+AFTER = ("ddp", "optim")
+
 MAX_PARAM_EVENTS = 2000
 MAX_TRACKED_NUMEL = 2_000_000
 PROJECTIONS = 4
 MAX_LEAVES = 64
 MAX_GRAPH_NODES = 20_000
-COLLECTIVES = (
-    "all_reduce",
-    "broadcast",
-    "all_gather",
-    "all_gather_into_tensor",
-    "reduce",
-    "gather",
-    "scatter",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all",
-    "all_to_all_single",
-    "barrier",
-    "all_gather_object",
-    "broadcast_object_list",
-)
-
-
-def _numel(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return int(value.numel())
-    if isinstance(value, (list, tuple)):
-        return sum(_numel(v) for v in value)
-    return 0
-
-
-def _dtype(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return str(value.dtype).replace("torch.", "")
-    if isinstance(value, (list, tuple)) and value:
-        return _dtype(value[0])
-    return "-"
-
-
-def signature(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    first = args[0] if args else next(iter(kwargs.values()), None)
-    sig: dict[str, Any] = {"op": name, "numel": _numel(first), "dtype": _dtype(first)}
-    if name in ("all_reduce", "reduce"):
-        op = kwargs.get("op", args[2] if name == "reduce" and len(args) > 2 else None)
-        if name == "all_reduce" and op is None and len(args) > 1:
-            op = args[1]
-        sig["redop"] = str(op if op is not None else "SUM").rsplit(".", 1)[-1]
-    if name in ("broadcast", "broadcast_object_list"):
-        sig["src"] = kwargs.get("src", args[1] if len(args) > 1 else 0)
-    if name in ("all_gather", "all_gather_into_tensor", "all_gather_object"):
-        out = args[0] if args else kwargs.get("tensor_list", kwargs.get("output_tensor"))
-        sig["numel"] = _numel(out)
-    return sig
 
 
 def _leaves(loss: torch.Tensor) -> list[torch.Tensor]:
@@ -117,10 +66,10 @@ def sketch(tensors: list[torch.Tensor | None]) -> list[list[float]]:
     return out
 
 
-def install(tracer: Any) -> None:
-    counter = {"n": 0}
+def install(tracer: Tracer) -> None:
     checks = tracer.settings.get("checks")
-    want_grads = checks is None or "allreduce.grad_average" in checks
+    if checks is not None and "allreduce.grad_average" not in checks:
+        return
     grads: dict[str, Any] = {
         "leaves": None,
         "local": None,
@@ -130,34 +79,7 @@ def install(tracer: Any) -> None:
         "first_digest": None,
         "world_scaled": False,
     }
-    tracer.state["x_grads"] = grads
-
-    def make_collective(name: str) -> Any:
-        def make(original: Any) -> Any:
-            def collective(*args: Any, **kwargs: Any) -> Any:
-                line = tracer.where()
-                if line is not None and counter["n"] < MAX_COLL_EVENTS:
-                    counter["n"] += 1
-                    try:
-                        sig = signature(name, args, kwargs)
-                    except Exception:
-                        sig = {"op": name}
-                    tracer.emit("x_coll", i=counter["n"], line=line, step=tracer.steps, **sig)
-                elif line is not None:
-                    counter["n"] += 1
-                return original(*args, **kwargs)
-
-            return collective
-
-        return make
-
-    for owner in (dist, c10d):
-        for name in COLLECTIVES:
-            stack_wrap(owner, name, make_collective(name))
-    tracer.finalizers.append(lambda: tracer.emit("x_coll_total", n=counter["n"]))
-
-    if not want_grads:
-        return
+    tracer.state["hand_grads"] = grads
     _install_grads(tracer, grads)
 
 
@@ -192,7 +114,7 @@ def _summed_numel(node: Any) -> int | None:
     return math.prod(int(v) for v in sizes) if sizes is not None else None
 
 
-def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
+def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
     """The gradient each rank's own loss gives and the one its first update used.
 
     Observed at backward: the tensor the program back-propagates is its loss, however it was
@@ -262,7 +184,7 @@ def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
             emit_used(None, "the next backward pass")
         if seen["params"] < MAX_PARAM_EVENTS:
             seen["params"] += 1
-            tracer.emit("x_params", i=seen["params"], digest=digest, sum=total)
+            tracer.emit("weights", i=seen["params"], digest=digest, sum=total)
 
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
@@ -277,12 +199,12 @@ def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
                             on_loss(loss, gradient, leaves)
             except Exception as exc:
                 grads["done"] = True
-                tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
+                tracer.emit("harness_error", where="allreduce", error=repr(exc)[:300])
             return original(*args, **kwargs)
 
         return backward
 
-    stack_wrap(torch.autograd, "backward", make_backward)
+    wrap(torch.autograd, "backward", make_backward)
 
     def emit_used(optimizer: Any, how: str) -> None:
         """The gradient the update used, read at the first step (or zero_grad) after the loss."""
@@ -299,7 +221,7 @@ def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
                 names = _names(tracer, leaves)
                 used = sketch([t.grad for t in leaves])
             tracer.emit(
-                "x_grads",
+                "hand_grads",
                 line=tracer.where(),
                 names=names,
                 shapes=[list(t.shape) for t in leaves],
@@ -311,7 +233,7 @@ def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
                 read_at=how,
             )
         except Exception as exc:
-            tracer.emit("harness_error", where="x_grads", error=repr(exc)[:300])
+            tracer.emit("harness_error", where="allreduce", error=repr(exc)[:300])
 
     def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         emit_used(optimizer, "step")
@@ -326,10 +248,10 @@ def _install_grads(tracer: Any, grads: dict[str, Any]) -> None:
 
         return zero_grad
 
-    stack_wrap(torch.nn.Module, "zero_grad", make_zero_grad)
+    wrap(torch.nn.Module, "zero_grad", make_zero_grad)
 
 
-def _names(tracer: Any, leaves: list[torch.Tensor]) -> list[str]:
+def _names(tracer: Tracer, leaves: list[torch.Tensor]) -> list[str]:
     """Parameter names, from the modules the learner's program created (found via gc)."""
     import gc
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
-from grader.exercises_ext.views import nnodes, where
 
 OVERRIDES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
@@ -26,39 +25,37 @@ def _crash(run: RunView) -> str | None:
     "them, do not call mp.spawn, and do not set MASTER_ADDR/MASTER_PORT yourself.",
 )
 def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
-    size = f"at world size {run.world_size}" + (
-        f" on {nnodes(run)} nodes" if nnodes(run) > 1 else ""
-    )
-    spawns = run.events("x_spawn")
+    size = f"at world size {run.world_size}" + (f" on {run.nnodes} nodes" if run.nnodes > 1 else "")
+    spawns = run.events("spawn")
     if spawns:
         rank, e = spawns[0]
         return failed(
-            f"Rank {rank} called mp.spawn {where(run, e.get('line'))} ({size}): torchrun had "
+            f"Rank {rank} called mp.spawn {run.where(e.get('line'))} ({size}): torchrun had "
             "already started one process per rank, and mp.spawn would start more.",
             rank=rank,
             line=e.get("line"),
         )
-    for rank, e in run.events("x_env_write"):
+    for rank, e in run.events("env_write"):
         launched = e.get("launched")
         if e.get("key") in OVERRIDES and launched is not None and e.get("value") != launched:
             return failed(
-                f"Rank {rank} set {e['key']} to {e.get('value')!r} {where(run, e.get('line'))}, "
+                f"Rank {rank} set {e['key']} to {e.get('value')!r} {run.where(e.get('line'))}, "
                 f"replacing the {launched!r} torchrun chose ({size}). torchrun already sets "
                 "it, and a fixed value breaks multi-node runs and concurrent jobs.",
                 rank=rank,
                 line=e.get("line"),
             )
-    for rank, e in run.events("x_init_args"):
+    for rank, e in run.events("init_args"):
         method = e.get("init_method")
         if method and not str(method).startswith("env://"):
             return failed(
                 f"Rank {rank} passed init_method={method!r} to init_process_group "
-                f"{where(run, e.get('line'))}: that ignores the rendezvous torchrun set up. "
+                f"{run.where(e.get('line'))}: that ignores the rendezvous torchrun set up. "
                 "Leave init_method out (env://).",
                 rank=rank,
                 line=e.get("line"),
             )
-    env = {rank: e for rank, e in run.events("x_env")}
+    env = {rank: e for rank, e in run.events("launch_env")}
     inits = {rank: e for rank, e in run.events("init")}
     for r in run.ranks:
         got = inits.get(r.rank)
@@ -71,7 +68,7 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
                 f"{size.capitalize()}, the process torchrun started as rank {r.rank} of "
                 f"{run.world_size} (RANK={given.get('rank')}, LOCAL_RANK="
                 f"{given.get('local_rank')}, WORLD_SIZE={given.get('world_size')}) joined as "
-                f"rank {e.get('rank')} of {e.get('world_size')} {where(run, e.get('line'))}: "
+                f"rank {e.get('rank')} of {e.get('world_size')} {run.where(e.get('line'))}: "
                 "the rank or the world size is not the one from the environment.",
                 rank=r.rank,
                 line=e.get("line"),
@@ -81,7 +78,7 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
         if e.get("distributed") and (replicas != run.world_size or srank != rank):
             return failed(
                 f"{size.capitalize()}, rank {rank}'s DistributedSampler was built for "
-                f"{replicas} replicas as rank {srank} {where(run, e.get('line'))}: the data is "
+                f"{replicas} replicas as rank {srank} {run.where(e.get('line'))}: the data is "
                 "not split among the ranks that actually run.",
                 rank=rank,
                 line=e.get("line"),
@@ -91,7 +88,7 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
         rank, e = errors[0]
         return failed(
             f"{size.capitalize()}, rank {rank} could not join the process group "
-            f"{where(run, e.get('line'))}: {e.get('error')}",
+            f"{run.where(e.get('line'))}: {e.get('error')}",
             rank=rank,
             line=e.get("line"),
         )
@@ -116,10 +113,10 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
     "Shard data and guard checkpoints with the global rank (RANK, or dist.get_rank() == 0).",
 )
 def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
-    if nnodes(run) < 2:
+    if run.nnodes < 2:
         return skipped("Judged on the simulated multi-node run only.")
-    env = {rank: e for rank, e in run.events("x_env")}
-    job = f"As a {nnodes(run)}-node job ({run.world_size} ranks)"
+    env = {rank: e for rank, e in run.events("launch_env")}
+    job = f"As a {run.nnodes}-node job ({run.world_size} ranks)"
     crash = _crash(run)
     if crash:
         return failed(f"{job}, the program did not run through: {crash}")
@@ -131,7 +128,7 @@ def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
         name = str(e.get("path") or "a checkpoint").rsplit("/", 1)[-1]
         return failed(
             f"{job}, rank {rank} (node {given.get('group_rank')}, LOCAL_RANK "
-            f"{given.get('local_rank')}) also saved {name} {where(run, e.get('line'))}: only "
+            f"{given.get('local_rank')}) also saved {name} {run.where(e.get('line'))}: only "
             "global rank 0 should write it.",
             rank=rank,
             line=e.get("line"),
@@ -142,7 +139,7 @@ def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
             return failed(
                 f"{job}, rank {rank}'s DistributedSampler was built with rank "
                 f"{e.get('sampler_rank')} (LOCAL_RANK is {given.get('local_rank')}) "
-                f"{where(run, e.get('line'))}: two ranks read the same shard.",
+                f"{run.where(e.get('line'))}: two ranks read the same shard.",
                 rank=rank,
                 line=e.get("line"),
             )

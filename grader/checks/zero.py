@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text
-from grader.exercises_ext.views import last_line, plural, steps, where
+from grader.checks.base import (
+    Outcome,
+    RunView,
+    check,
+    failed,
+    first_optimizer_steps,
+    passed,
+    plural,
+    ranks_text,
+)
 
 
 @check(
@@ -16,7 +24,7 @@ from grader.exercises_ext.views import last_line, plural, steps, where
     "parameters.",
 )
 def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
-    inits = {rank: e for rank, e in run.events("x_zero_init")}
+    inits = {rank: e for rank, e in run.events("zero_init")}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
         used = [e.get("optimizer") for _, e in run.events("step") if e.get("optimizer")]
@@ -25,7 +33,7 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
             f"{ranks_text(missing).capitalize()} never created a ZeroRedundancyOptimizer{also}.",
             rank=missing[0],
         )
-    idle = [r.rank for r in run.ranks if not steps(r.events)]
+    idle = [r.rank for r in run.ranks if not first_optimizer_steps(r.events)]
     if idle:
         return failed(
             f"{ranks_text(idle).capitalize()} never took an optimizer step.", rank=idle[0]
@@ -39,7 +47,7 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
 
 
 def _saved_states(run: RunView) -> list[tuple[int, dict[str, Any]]]:
-    return run.events("x_optstate")
+    return run.events("optimizer_state")
 
 
 @check(
@@ -49,8 +57,8 @@ def _saved_states(run: RunView) -> list[tuple[int, dict[str, Any]]]:
     "`if rank == 0:`), then save optimizer.state_dict() on rank 0 only.",
 )
 def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
-    enters = {r.rank: r.of("x_consolidate_enter") for r in run.ranks}
-    exits = {r.rank: r.of("x_consolidate_exit") for r in run.ranks}
+    enters = {r.rank: r.of("consolidate_enter") for r in run.ranks}
+    exits = {r.rank: r.of("consolidate_exit") for r in run.ranks}
     called = sorted(r for r, e in enters.items() if e)
     absent = sorted(r for r, e in enters.items() if not e)
     if called and absent:
@@ -61,7 +69,7 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
         for r in absent:
             rv = run.rank(r)
             assert rv is not None  # `absent` comes from run.ranks
-            at = where(run, last_line(rv))
+            at = run.where(rv.last_line)
             if (rv.end or {}).get("status") == "ok":
                 elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
             else:
@@ -81,7 +89,7 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         return failed(
             f"consolidate_state_dict was called on {ranks_text(called)} only "
-            f"{where(run, line)}; {ranks_text(absent)} never called it. It is a collective: "
+            f"{run.where(line)}; {ranks_text(absent)} never called it. It is a collective: "
             + (f"{ranks_text(stuck)} entered it and never returned, {outcome}; " if stuck else "")
             + "meanwhile "
             + "; ".join(elsewhere)
@@ -90,12 +98,12 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             line=line,
         )
     saves = [(r, e) for r, e in _saved_states(run) if r == 0] or _saved_states(run)
-    failures = [(r, e) for r, e in run.events("x_zero_state_dict") if not e.get("ok")]
+    failures = [(r, e) for r, e in run.events("zero_state_dict") if not e.get("ok")]
     if not called:
         if failures:
             rank, e = failures[0]
             return failed(
-                f"Rank {rank} called optimizer.state_dict() {where(run, e.get('line'))} without "
+                f"Rank {rank} called optimizer.state_dict() {run.where(e.get('line'))} without "
                 f"consolidating first: {e.get('error')}",
                 rank=rank,
                 line=e.get("line"),
@@ -104,7 +112,7 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             rank, e = saves[0]
             return failed(
                 f"No rank called consolidate_state_dict, so the optimizer state rank {rank} "
-                f"saved {where(run, e.get('line'))} is only its own shard "
+                f"saved {run.where(e.get('line'))} is only its own shard "
                 f"({e.get('listed')} of {e.get('n_params')} parameters).",
                 rank=rank,
                 line=e.get("line"),
@@ -113,7 +121,7 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
     if not saves:
         first = enters[called[0]][0].get("line")
         return failed(
-            f"Every rank called consolidate_state_dict {where(run, first)}, "
+            f"Every rank called consolidate_state_dict {run.where(first)}, "
             "but no checkpoint with the optimizer state (a dict with 'state' and 'param_groups') "
             "was saved.",
             rank=0,
@@ -122,15 +130,15 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
     done = [e for e in exits.get(rank, []) if e.get("seq", 0) < save.get("seq", 0)]
     if not done:
         return failed(
-            f"Rank {rank} saved the optimizer state {where(run, save.get('line'))} before "
+            f"Rank {rank} saved the optimizer state {run.where(save.get('line'))} before "
             "consolidate_state_dict had finished on it.",
             rank=rank,
             line=save.get("line"),
         )
     return passed(
         f"All {len(run.ranks)} ranks called consolidate_state_dict "
-        f"{where(run, done[-1].get('line'))} before rank {rank} saved the optimizer state "
-        f"{where(run, save.get('line'))}."
+        f"{run.where(done[-1].get('line'))} before rank {rank} saved the optimizer state "
+        f"{run.where(save.get('line'))}."
     )
 
 
@@ -150,13 +158,13 @@ def state_complete(run: RunView, params: dict[str, Any]) -> Outcome:
     listed, total, stated = int(e.get("listed", 0)), int(e.get("n_params", 0)), e.get("stated", 0)
     if listed < total:
         return failed(
-            f"The optimizer state rank {rank} saved {where(run, e.get('line'))} covers "
+            f"The optimizer state rank {rank} saved {run.where(e.get('line'))} covers "
             f"{listed} of the {total} parameters: a shard, not the whole state.",
             rank=rank,
             line=e.get("line"),
         )
     return passed(
-        f"The optimizer state saved {where(run, e.get('line'))} lists all {total} parameters "
+        f"The optimizer state saved {run.where(e.get('line'))} lists all {total} parameters "
         f"({stated} with optimizer state)."
     )
 
@@ -175,7 +183,7 @@ def loadable(run: RunView, params: dict[str, Any]) -> Outcome:
     name = e.get("path") or "the checkpoint"
     if e.get("load_error"):
         return failed(
-            f"The optimizer state saved {where(run, e.get('line'))} does not load into a fresh "
+            f"The optimizer state saved {run.where(e.get('line'))} does not load into a fresh "
             f"optimizer over all the model's parameters: {e['load_error']}",
             rank=rank,
             line=e.get("line"),

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
-from grader.exercises_ext.views import plural, where
+from grader.checks.base import Outcome, RunView, check, failed, passed, plural, skipped
 
 REL_TOL = 1e-5
 
@@ -23,7 +22,7 @@ def _plain_on_cpu(run: RunView) -> str:
 
 
 def _first_wrap(run: RunView) -> tuple[int, dict[str, Any]] | None:
-    wraps = run.events("x_ddp_bn")
+    wraps = run.events("ddp_batchnorm")
     return wraps[0] if wraps else None
 
 
@@ -35,12 +34,12 @@ def _first_wrap(run: RunView) -> tuple[int, dict[str, Any]] | None:
 )
 def converted(run: RunView, params: dict[str, Any]) -> Outcome:
     wrap = _first_wrap(run)
-    converts = run.events("x_convert")
+    converts = run.events("syncbn_convert")
     if wrap is None:
         if converts:
             rank, c = converts[0]
             return failed(
-                f"The model was converted {where(run, c.get('line'))} but never wrapped in DDP, "
+                f"The model was converted {run.where(c.get('line'))} but never wrapped in DDP, "
                 "so its SyncBatchNorm layers never ran across ranks.",
                 rank=rank,
                 line=c.get("line"),
@@ -52,11 +51,11 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
         if later:
             return passed(
                 f"All BatchNorm layers were converted, but only after the DDP wrap "
-                f"{where(run, e.get('line'))} (see the next check)."
+                f"{run.where(e.get('line'))} (see the next check)."
             )
         names = ", ".join(e.get("plain", [])[:6])
         return failed(
-            f"The model wrapped in DDP {where(run, e.get('line'))} still has "
+            f"The model wrapped in DDP {run.where(e.get('line'))} still has "
             f"{plural(int(e['n_plain']), 'plain BatchNorm layer')}: {names}. Each rank "
             "normalises with the statistics of its own small batch only." + _plain_on_cpu(run),
             rank=rank,
@@ -64,7 +63,7 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     if not e.get("n_synced") and not later:
         return failed(
-            f"The model wrapped in DDP {where(run, e.get('line'))} has no BatchNorm layer at "
+            f"The model wrapped in DDP {run.where(e.get('line'))} has no BatchNorm layer at "
             "all: keep the model's BatchNorm layers and convert them.",
             rank=rank,
             line=e.get("line"),
@@ -88,20 +87,22 @@ def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed("No model was wrapped in DDP.")
     rank, e = wrap
     later = [
-        c for r, c in run.events("x_convert") if r == rank and c.get("seq", 0) > e.get("seq", 0)
+        c
+        for r, c in run.events("syncbn_convert")
+        if r == rank and c.get("seq", 0) > e.get("seq", 0)
     ]
     if later:
         c = later[0]
         return failed(
-            f"convert_sync_batchnorm ran {where(run, c.get('line'))}, after the model had been "
-            f"wrapped in DDP {where(run, e.get('line'))}: the wrapper was built around plain "
+            f"convert_sync_batchnorm ran {run.where(c.get('line'))}, after the model had been "
+            f"wrapped in DDP {run.where(e.get('line'))}: the wrapper was built around plain "
             "BatchNorm layers.",
             rank=rank,
             line=c.get("line"),
         )
     if e.get("n_plain") or not e.get("n_synced"):
         return failed(
-            f"When the model was wrapped in DDP {where(run, e.get('line'))} it had "
+            f"When the model was wrapped in DDP {run.where(e.get('line'))} it had "
             f"{plural(int(e.get('n_synced', 0)), 'SyncBatchNorm layer')} and "
             f"{plural(int(e.get('n_plain', 0)), 'plain BatchNorm layer')}.",
             rank=rank,
@@ -109,7 +110,7 @@ def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     return passed(
         f"The model already had its SyncBatchNorm layers when DDP wrapped it "
-        f"{where(run, e.get('line'))}."
+        f"{run.where(e.get('line'))}."
     )
 
 
@@ -128,7 +129,7 @@ def stats_synced(run: RunView, params: dict[str, Any]) -> Outcome:
             "BatchNorm and checked the conversion only. GPU workers check the statistics."
         )
     by_rank: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for rank, e in run.events("x_bn_stats"):
+    for rank, e in run.events("bn_stats"):
         by_rank.setdefault(rank, {}).setdefault(str(e.get("layer")), []).append(e)
     if not by_rank.get(0):
         return failed("No SyncBatchNorm layer ran a training forward pass on rank 0.", rank=0)
