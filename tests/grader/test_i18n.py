@@ -110,3 +110,29 @@ def test_a_plain_string_and_a_broken_translation_fall_back_to_english() -> None:
     check = {"id": "x.y", "status": "fail", "title": "T", "message": "plain", "hint": None}
     assert localize_result({"summary": "s", "checks": [check]}, "tr")["checks"][0] == check
     assert i18n.render("summary.failed", "english", {}, "tr") == "english"  # params missing
+
+
+def test_a_check_s_own_message_translates_with_its_nested_parts() -> None:
+    from tests.grader.test_checks import end, iteration, judge, run_of, start
+
+    r0 = [start(0), iteration([0, 1, 2, 3], 0), end()]
+    r1 = [start(1), iteration([0, 1, 2, 3], 0), end()]
+    out = judge("sampler.shards", run_of(r0, r1))
+    message_id, params = message_fields(out.message)
+    assert message_id == "sampler.overlap"
+    check = {
+        "id": "sampler.shards",
+        "status": "fail",
+        "title": "",
+        "message": str(out.message),
+        "message_id": message_id,
+        "params": params,
+    }
+    english = str(out.message)
+    assert english.startswith("Rank 0 and rank 1 both saw 4 of the same samples (indices 0-3)")
+    turkish = localize_result({"summary": "", "checks": [check]}, "tr")["checks"][0]["message"]
+    assert turkish.startswith(
+        "Rank 0 ve rank 1, epoch 1 içinde aynı örneklerden 4 tanesini (indeksler 0-3) gördü."
+    )
+    portuguese = localize_result({"summary": "", "checks": [check]}, "pt-BR")["checks"][0]
+    assert portuguese["message"].startswith("O rank 0 e o rank 1 viram 4 das mesmas amostras")
