@@ -17,7 +17,7 @@ def transferred_js_css(browser: Any, server: LiveServer, url: str) -> dict[str, 
     try:
         page = context.new_page()
         responses: list[Any] = []
-        page.on("response", responses.append)
+        page.on("response", lambda response: responses.append(response))
         page.goto(url, wait_until="networkidle")
         sizes = {}
         for response in responses:
