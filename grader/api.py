@@ -26,6 +26,7 @@ from grader.contract import (
     Timings,
     localize,
 )
+from grader.faults import place_faults
 from grader.i18n import (
     AS_NODES,
     SUMMARY_FAILED,
@@ -92,6 +93,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     launches = plan_launches(job.spec)
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
+        if launch.faults and launch.reference is not None:
+            # Placed from what the program did in its uninterrupted run, launched first.
+            launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
             view, _ = run_launch(job, launch, sandbox, emit)

@@ -104,8 +104,20 @@ def _render_param(value: Any, locale: str) -> Any:
     return value
 
 
+class _Formatter(string.Formatter):
+    """str.format plus `{n:ordinal}`: 1st, 2nd, 3rd, 11th (English templates; a translation
+    writes its own form, e.g. "{n}." in Turkish, "{n}ª" in Portuguese)."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "ordinal":
+            n = int(value)
+            suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+            return f"{n}{suffix}"
+        return str(super().format_field(value, format_spec))
+
+
 def _format(template: str, params: Mapping[str, Any]) -> str:
-    return string.Formatter().vformat(template, (), dict(params))
+    return _Formatter().vformat(template, (), dict(params))
 
 
 def localize_result(

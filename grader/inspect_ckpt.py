@@ -63,6 +63,7 @@ def describe(
                     list(getattr(obj[k], "shape", [])) == bare[k] for k in keys
                 )
                 entry["prefixed"] = sum(k.startswith("module.") for k in keys)
+                entry["compiled_prefixed"] = sum("_orig_mod." in k for k in keys)
             found.append(entry)
         for k, v in list(obj.items())[:200]:
             if isinstance(v, (dict, list, tuple)):

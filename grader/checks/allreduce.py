@@ -119,11 +119,23 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
             line=line,
         )
     ratio = _dot(used, expected) / max(_dot(expected, expected), 1e-30)
-    if abs(ratio - world) < 0.01 * world:
+    k = int(records[rank].get("n_losses", 1) or 1)
+    accumulated = (
+        f"the {k} accumulation micro-batches' gradients were added up, not averaged (divide "
+        f"each micro-batch's loss by {k})"
+    )
+    if k > 1 and k == world and abs(ratio - world) < 0.01 * world:
+        why = (
+            f"{world}x the mean over the global batch: either the gradients were summed over "
+            f"the {world} ranks but not divided by the world size, or {accumulated}"
+        )
+    elif abs(ratio - world) < 0.01 * world:
         why = (
             f"{world}x the mean: the gradients were summed over the {world} ranks but not divided "
             "by the world size"
         )
+    elif k > 1 and abs(ratio - k) < 0.01 * k:
+        why = f"{k}x the mean over the global batch: {accumulated}"
     elif abs(ratio - 1 / world) < 0.01 / world:
         why = f"1/{world} of the mean: the gradients were divided by the world size twice"
         if records[rank].get("world_scaled"):
@@ -178,7 +190,7 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=rank,
             )
     return passed(
-        f"After each of the {counts[0]} optimizer steps, all {len(run.ranks)} ranks held "
+        f"After each of the {plural(counts[0], 'optimizer step')}, all {len(run.ranks)} ranks held "
         "bitwise identical weights."
     )
 

@@ -66,11 +66,14 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             "Rank 0 never saved the model."
             if not own
-            else f"Rank 0 saved the model {len(own)} times; the exercise asks for at least {need}.",
+            else f"Rank 0 saved the model {_times(len(own))}; the exercise asks for at least "
+            f"{need}.",
             rank=0,
         )
     files = sorted({_name(_final_place(run, 0, e)[0]) for e in own})
-    return passed(f"Only rank 0 wrote the model ({len(own)} saves: {', '.join(files[:3])}).")
+    return passed(
+        f"Only rank 0 wrote the model ({plural(len(own), 'save')}: {', '.join(files[:3])})."
+    )
 
 
 @check(
@@ -94,6 +97,12 @@ def ckpt_unwrapped(run: RunView, params: dict[str, Any]) -> Outcome:
         for sd in e.get("state_dicts", []):
             if not sd.get("model"):
                 continue
+            if sd.get("compiled_prefixed"):
+                return failed(
+                    _compiled_message(rank, where, sd.get("sample", [])),
+                    rank=rank,
+                    line=e.get("line"),
+                )
             if sd.get("prefixed"):
                 sample = next(
                     (k for k in sd.get("sample", []) if k.startswith("module.")), "module."
@@ -118,15 +127,39 @@ def ckpt_unwrapped(run: RunView, params: dict[str, Any]) -> Outcome:
         for path, info in run.checkpoints.items()
         if isinstance(info, dict)
         and info.get("exists")
-        and any(sd.get("prefixed") for sd in info.get("state_dicts", []))
+        and any(
+            sd.get("prefixed") or sd.get("compiled_prefixed") for sd in info.get("state_dicts", [])
+        )
     ]
     if broken:
         path, _ = broken[0]
-        return failed(f"The file {_name(path)} left at the end holds keys starting with 'module.'.")
+        return failed(
+            f"The file {_name(path)} left at the end holds keys starting with 'module.' or "
+            "'_orig_mod.', so a fresh bare model cannot load it."
+        )
     return passed(
-        f"The {len(saves)} checkpoint writes hold the bare model's state_dict "
-        "(no 'module.' prefix)."
+        f"The {plural(len(saves), 'checkpoint write')} hold the bare model's state_dict: it loads "
+        "into a fresh bare model (keys and shapes)."
     )
+
+
+def _compiled_message(rank: int, where: str, sample: list[str]) -> str:
+    key = next((k for k in sample if "_orig_mod." in k), "_orig_mod.")
+    return (
+        f"Rank {rank} saved the state_dict of a torch.compile'd model {where}: its keys start "
+        f"with '_orig_mod.' (e.g. '{key}'), so a fresh bare model cannot load it. Save the "
+        "original module's state_dict (model._orig_mod.state_dict(), or keep a reference to "
+        "the model you passed to torch.compile), or strip the '_orig_mod.' prefix from every "
+        "key when you load it."
+    )
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _writes(run: RunView) -> list[tuple[str, int, int | None]]:
@@ -187,6 +220,6 @@ def ckpt_barrier(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=load.get("line"),
             )
     return passed(
-        f"All {len(loads)} reads of rank 0's checkpoint came after a barrier "
-        "that followed the write."
+        ("The read" if len(loads) == 1 else f"All {len(loads)} reads")
+        + " of rank 0's checkpoint came after a barrier that followed the write."
     )

@@ -32,14 +32,24 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
         if not steps:
             continue
         first = steps[0]
-        if first.get("ddp_frac", 1.0) < 1.0:
-            return failed(
-                f"Rank {r.rank}'s optimizer updates parameters that are not the DDP model's "
-                f"(first step {run.at(first.get('line'))}): build it from ddp_model.parameters() "
-                "after wrapping.",
-                rank=r.rank,
-                line=first.get("line"),
-            )
+        # Every optimizer the program steps, not only the first one.
+        for opening in (e for e in steps if e.get("n", 1) == 1):
+            if opening.get("ddp_frac", 1.0) < 1.0:
+                which = (
+                    "optimizer"
+                    if opening.get("opt", 0) == 0
+                    else (
+                        f"{opening.get('optimizer') or 'optimizer'} (its optimizer "
+                        f"#{int(opening.get('opt', 0)) + 1})"
+                    )
+                )
+                return failed(
+                    f"Rank {r.rank}'s {which} updates parameters that are not the DDP model's "
+                    f"(first step {run.at(opening.get('line'))}): build it from "
+                    "ddp_model.parameters() after wrapping.",
+                    rank=r.rank,
+                    line=opening.get("line"),
+                )
         fwd = r.first("ddp_forward")
         if fwd is None or fwd.get("steps", 0) > 0:
             return failed(
@@ -78,6 +88,8 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     if run.world_size == 1:
         return passed("Only one rank ran; there is nothing to keep in sync.")
+    if local := _closure_losses_differ(run):
+        return local
     ref = steps.get(0, {})
     compared = 0
     for key in sorted(ref):
@@ -107,6 +119,32 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed("The ranks took no optimizer steps in common, so they could not be compared.")
     n = max(n for _, n in ref) if ref else 0
     return passed(f"After each of the {n} optimizer steps, every rank held identical parameters.")
+
+
+def _closure_losses_differ(run: RunView) -> Outcome | None:
+    """A line search (LBFGS, strong Wolfe) chooses the step length from the losses its closure
+    returns: ranks that return their own loss can choose different steps and drift apart, even
+    where this run's steps happened to agree."""
+    by_rank = {r.rank: {e.get("call"): e for e in r.of("closure_loss")} for r in run.ranks}
+    for call, e in sorted(by_rank.get(0, {}).items()):
+        for rank, calls in sorted(by_rank.items()):
+            other = calls.get(call)
+            if rank == 0 or other is None:
+                continue
+            a, b = float(e.get("loss", 0.0)), float(other.get("loss", 0.0))
+            if abs(a - b) > SUM_TOLERANCE * max(1.0, abs(a), abs(b)):
+                return failed(
+                    f"At the optimizer step {run.at(other.get('line'))} the closure returned "
+                    f"{b:.6g} on rank {rank} and {a:.6g} on rank 0: each rank returned the loss "
+                    "of its own batch. The line search "
+                    f"({e.get('line_search')}) chooses the step length from the closure's loss, "
+                    "so the ranks can choose different steps and drift apart. Return the loss "
+                    "averaged over the ranks: all_reduce a detached copy and divide it by the "
+                    "world size.",
+                    rank=rank,
+                    line=other.get("line"),
+                )
+    return None
 
 
 def _first_difference(
@@ -142,6 +180,17 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     if replay is None:
         return run.not_reached("rank 0's first step could be replayed") or failed(
             "Rank 0 did not report its first step."
+        )
+    if replay.get("status") == "zero_gradient" and not replay.get("norm_actual"):
+        return failed(
+            "In the first step the gradient of your loss was exactly zero for every parameter on "
+            "every rank, so this loss cannot train the model: whatever the weights, it does not "
+            "change. Is it computed from the model's output in a way that depends on it? For "
+            "example, cross_entropy over a single output column is always 0 (use "
+            "binary_cross_entropy_with_logits for one logit, or give the model one output per "
+            "class).",
+            rank=0,
+            line=line,
         )
     if replay.get("status") != "ok":
         return skipped(f"The first step could not be replayed: {replay.get('reason')}.")
@@ -191,16 +240,14 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     if world > 1:
         bad = _world_scaled_loss(replay, world)
-        if bad is not None and _constant_across_world_sizes(run, bad[1]):
+        if bad is not None and _constant_across_world_sizes(run, bad[1] * bad[2]):
             bad = None  # the same factor at another world size: a constant, not a division
         if bad is not None:
-            rank, scale = bad
+            rank, scale, k = bad
+            lines = (replay.get("backward_lines") or {}).get(str(rank)) or []
+            at = next((n for n in lines if n is not None), None) or line
             return failed(
-                f"Rank {rank} multiplied its loss by {scale:.4g} (= 1/{world}, one over the world "
-                "size) before backward. DDP already averages the gradients, so each step was "
-                f"{world}× smaller than it should be.",
-                rank=rank,
-                line=line,
+                _world_scale_message(rank, scale, k, world, run.at(at)), rank=rank, line=at
             )
     return passed(
         f"In the first step, every rank applied the average of the {world} ranks' gradients "
@@ -208,7 +255,22 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
-def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] | None:
+def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str) -> str:
+    if k == 1:
+        what = f"{scale:.4g} (= 1/{world}, one over the world size)"
+    else:
+        what = (
+            f"{scale:.4g} over {k} accumulation micro-steps: 1/{k} averages those, and the extra "
+            f"1/{world} is one over the world size"
+        )
+    return (
+        f"Rank {rank} multiplied its loss by {what} before backward {where}. DDP already "
+        f"averages the gradients over the ranks, so each step was {world}× smaller than the "
+        "gradient of the mean over the global batch."
+    )
+
+
+def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float, int] | None:
     """A rank that scaled its loss by 1/world (or 1/(k*world) with k micro-steps) before backward.
 
     Evidence, per micro-step of the first step: the gradient that reached the value a standard
@@ -234,12 +296,16 @@ def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float] 
         if all(any(_close(s, ok) for ok in legit) for s in scales):
             continue
         if all(_close(s * world, 1.0) or _close(s * world * k, 1.0) for s in scales):
-            return int(rank_s), scales[0]
+            return int(rank_s), scales[0], k
     return None
 
 
-def _constant_across_world_sizes(run: RunView, scale: float) -> bool:
-    """Another world size's run applied the same loss factor (e.g. 0.5 * MSE at 1 and 2 ranks)."""
+def _constant_across_world_sizes(run: RunView, per_mean: float) -> bool:
+    """Another world size's run applied the same factor to the mean over its global batch (e.g.
+    0.5 * MSE at 1 and 2 ranks). Compared per mean, not per loss: a program that takes
+    `steps // world_size` accumulation micro-steps and scales each loss by 1/steps is right at
+    every size although its factor changes, and one that scales by 1/steps_in_total is wrong at
+    2 ranks although its factor does not."""
     for other in run.siblings:
         if other.world_size == run.world_size or not other.ranks:
             continue
@@ -247,7 +313,8 @@ def _constant_across_world_sizes(run: RunView, scale: float) -> bool:
         if not replay or replay.get("status") != "ok":
             continue
         found = _first_scale(replay)
-        if found is not None and _close(found, scale):
+        k = max(1, int(replay.get("micro_steps", {}).get("0", 1)))
+        if found is not None and _close(found * k, per_mean):
             return True
     return False
 

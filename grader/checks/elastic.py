@@ -44,11 +44,47 @@ def _saved_paths(run: RunView, attempt: int) -> set[str]:
 
 
 def _no_fault_message(run: RunView) -> str:
-    n = max((len(first_optimizer_steps(r.events)) for r in run.ranks), default=0)
+    planned = (run.faults or [{}])[0]
+    rank = int(planned.get("rank", 1))
+    view = run.rank(rank)
+    n = len(view.of("step")) if view is not None else 0
     return (
-        "The grader's injected failure never fired: the ranks took "
-        f"{plural(n, 'optimizer step')} in all, fewer than it waits for. Keep the starter's "
-        "amount of training."
+        f"The grader's injected failure never fired: it was to stop rank {rank} after its "
+        f"optimizer step {planned.get('after_steps')}, as placed from an uninterrupted run of your "
+        f"program ({plural(int(planned.get('reference_steps', 0)), 'step')}), but this time rank "
+        f"{rank} took {plural(n, 'optimizer step')} in all. Does the amount of training depend on "
+        "something other than the data, such as the clock or a random draw?"
+    )
+
+
+def _stopped(fe: dict[str, Any], frank: int) -> str:
+    return f"Rank {frank} was stopped after its optimizer step {int(fe.get('after_steps', 0))}"
+
+
+def _nothing_saved(fe: dict[str, Any], frank: int) -> str:
+    """Why no snapshot existed when the rank was stopped, from where the fault was placed."""
+    total = plural(int(fe.get("reference_steps", 0)), "optimizer step")
+    how = (
+        "Save the training state (model, optimizer, and where to continue) from rank 0 as "
+        "training goes, e.g. at the end of every epoch."
+    )
+    if fe.get("placed") == "no_snapshot":
+        return (
+            f"Your program never saved a snapshot of the model in an uninterrupted run ({total} "
+            f"on rank {frank}), so the grader stopped rank {frank} halfway, after its optimizer "
+            f"step {fe.get('after_steps')}, and the restart had nothing to resume from. {how}"
+        )
+    if fe.get("placed") == "late_snapshot":
+        return (
+            "In an uninterrupted run your program saved its first snapshot only after its last "
+            f"optimizer step ({total}), so a failure during training always loses all of it: the "
+            f"grader stopped rank {frank} halfway, after its optimizer step "
+            f"{fe.get('after_steps')}, and the restart had nothing to resume from. {how}"
+        )
+    return (
+        f"{_stopped(fe, frank)}, one step after an uninterrupted run had completely written its "
+        f"first snapshot (after step {fe.get('snapshot_step')}), but in this run no snapshot had "
+        f"been saved by then, so the restart had nothing to resume from. {how}"
     )
 
 
@@ -67,18 +103,10 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     attempt = int(fe.get("attempt", 0))
     restarted = [r for r in run.ranks if r.in_attempt(attempt + 1)]
     if not restarted:
-        return failed(
-            f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')} "
-            "and the job was not restarted."
-        )
+        return failed(f"{_stopped(fe, frank)} and the job was not restarted.")
     saved = _saved_paths(run, attempt)
     if not saved:
-        return failed(
-            f"Before rank {frank} was stopped (after "
-            f"{plural(int(fe.get('after_steps', 0)), 'step')}), no snapshot had been saved, "
-            "so the restart had nothing to resume from. Save one at the end of every epoch.",
-            rank=frank,
-        )
+        return failed(_nothing_saved(fe, frank), rank=frank)
     not_loaded = []
     for r in run.ranks:
         loads = [
@@ -96,23 +124,24 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
             rank=not_loaded[0],
         )
     ref = run.reference
-    if ref is not None and ref.ranks:
-        total = len(first_optimizer_steps(ref.ranks[0].events))
-        for r in run.ranks:
-            again = len(first_optimizer_steps(r.in_attempt(attempt + 1)))
-            if total and again >= total:
-                return failed(
-                    f"After the restart rank {r.rank} loaded the snapshot but took {again} "
-                    f"optimizer steps, as many as an uninterrupted run ({total}): it started "
-                    "over from the first epoch instead of the saved one.",
-                    rank=r.rank,
-                )
+    for r in run.ranks:
+        # The same terms on both sides: this rank's steps, every optimizer's, in each run.
+        twin = ref.rank(r.rank) if ref is not None else None
+        total = len(twin.of("step")) if twin is not None else 0
+        again = len(r.in_attempt(attempt + 1, "step"))
+        if total and again >= total:
+            return failed(
+                f"After the restart rank {r.rank} loaded the snapshot but took {again} "
+                f"optimizer steps, as many as an uninterrupted run ({total}): it started "
+                "over from the beginning instead of where the snapshot was taken.",
+                rank=r.rank,
+            )
     r0 = run.ranks[0]
     load = next(e for e in r0.in_attempt(attempt + 1, "load") if str(e.get("path")) in saved)
     return passed(
-        f"Rank {frank} was stopped after {plural(int(fe.get('after_steps', 0)), 'step')}; after "
-        f"the restart every rank loaded the snapshot {run.where(load.get('line'))} and "
-        f"continued with {len(first_optimizer_steps(r0.in_attempt(attempt + 1)))} more steps."
+        f"{_stopped(fe, frank)}; after the restart every rank loaded the snapshot "
+        f"{run.where(load.get('line'))} and continued with "
+        f"{plural(len(r0.in_attempt(attempt + 1, 'step')), 'more optimizer step')}."
     )
 
 
@@ -145,7 +174,7 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
     if a.get("digest") == b.get("digest"):
         return passed(
             "After the failure and the restart, rank 0's final weights are bitwise identical to "
-            f"those of an uninterrupted run ({len(ref_steps)} steps)."
+            f"those of an uninterrupted run ({plural(len(ref_steps), 'step')})."
         )
     sa, sb = a.get("sums", []), b.get("sums", [])
     names = b.get("names") or ref_steps[0].get("names") or []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.checks.base import Outcome, RunView, check, failed, passed, plural, ranks_text, skipped
 
 OVERRIDES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
@@ -106,6 +106,29 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
+def _every_process_saves(run: RunView) -> Outcome | None:
+    """On one node already: several processes wrote the same model checkpoint (no guard at all,
+    rather than LOCAL_RANK in place of RANK, which only the multi-node run can show)."""
+    by_path: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for rank, e in run.events("save"):
+        if e.get("ok", True) and e.get("model_state") and e.get("path"):
+            by_path.setdefault(str(e["path"]), []).append((rank, e))
+    for path, saves in by_path.items():
+        writers = sorted({rank for rank, _ in saves})
+        if len(writers) < 2:
+            continue
+        rank, e = next((r, e) for r, e in saves if r == writers[1])
+        return failed(
+            f"With {run.world_size} ranks on one node, {ranks_text(writers)} each saved "
+            f"{path.rsplit('/', 1)[-1]} (rank {rank} {run.where(e.get('line'))}): every process "
+            "writes the same file at the same time. Guard the save with the global rank: "
+            "if int(os.environ['RANK']) == 0 (or dist.get_rank() == 0).",
+            rank=rank,
+            line=e.get("line"),
+        )
+    return None
+
+
 @check(
     "launch.multinode",
     title="The script works across nodes",
@@ -114,7 +137,7 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
 )
 def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
     if run.nnodes < 2:
-        return skipped("Judged on the simulated multi-node run only.")
+        return _every_process_saves(run) or skipped("Judged on the simulated multi-node run only.")
     env = {rank: e for rank, e in run.events("launch_env")}
     job = f"As a {run.nnodes}-node job ({run.world_size} ranks)"
     crash = _crash(run)
@@ -143,5 +166,5 @@ def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=rank,
                 line=e.get("line"),
             )
-    note = f"; only rank 0 saved ({len(saves)} saves)" if saves else ""
+    note = f"; only rank 0 saved ({plural(len(saves), 'save')})" if saves else ""
     return passed(f"{job}, every rank ran to the end{note}.")

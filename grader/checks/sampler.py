@@ -58,7 +58,8 @@ def sampler_artifact(run: RunView) -> dict[str, Any]:
     "sampler.shards",
     title="Each rank trains on its own shard of the data",
     hint="Give the training DataLoader sampler=DistributedSampler(dataset) (and no shuffle=True: "
-    "the sampler shuffles). It hands each rank a different slice of every epoch.",
+    "the sampler shuffles). It hands each rank a different slice of every epoch, of the same "
+    "data on every rank: seed the generator of any random split the same way on every rank.",
 )
 def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
@@ -106,12 +107,13 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                             msg(
                                 "sampler.same_samples",
                                 "Rank {a} and rank {b} both trained on {shared} of the same "
-                                "samples in epoch {epoch} (of the {smaller} compared): each rank "
-                                "built its own dataset, but they hold the same samples.",
+                                "samples in their {n:ordinal} pass over the data (of the "
+                                "{smaller} compared): each rank built its own dataset, but they "
+                                "hold the same samples.",
                                 a=a,
                                 b=b,
                                 shared=shared,
-                                epoch=i + 1,
+                                n=i + 1,
                                 smaller=smaller,
                             ),
                             rank=b,
@@ -137,11 +139,12 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     return failed(
                         msg(
                             "sampler.overlap",
-                            "Rank {a} and rank {b} both saw {what} in epoch {epoch}. {why}",
+                            "Rank {a} and rank {b} both saw {what} in their {n:ordinal} pass "
+                            "over the data. {why}",
                             a=a,
                             b=b,
                             what=what,
-                            epoch=i + 1,
+                            n=i + 1,
                             why=why,
                         ),
                         rank=b,
@@ -168,19 +171,20 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                         indices=index_ranges(unseen_indices),
                     )
                 )
-                counts = {"epoch": i + 1, "seen": len(union), "total": loader_len}
+                counts = {"n": i + 1, "seen": len(union), "total": loader_len}
                 partial = (
                     msg(
                         "sampler.partial",
-                        "In epoch {epoch} the ranks together saw only {seen} of the {total} "
-                        "samples{missing}.",
+                        "In their {n:ordinal} pass over the data the ranks together saw only "
+                        "{seen} of the {total} samples{missing}.",
                         missing=missing,
                         **counts,
                     )
                     if len(its) > 1
                     else msg(
                         "sampler.partial_one",
-                        "In epoch {epoch} rank 0 saw only {seen} of the {total} samples{missing}.",
+                        "In its {n:ordinal} pass over the data rank 0 saw only {seen} of the "
+                        "{total} samples{missing}.",
                         missing=missing,
                         **counts,
                     )
@@ -296,8 +300,8 @@ def _why_overlap(
     if it_a.get("epoch") != it_b.get("epoch"):
         return msg(
             "sampler.why_epochs",
-            "Their DistributedSamplers were at different epochs ({epoch_a} on rank {a}, "
-            "{epoch_b} on rank {b}), so each sliced a different permutation.",
+            "Their DistributedSamplers were at different epochs (set_epoch gave them {epoch_a} "
+            "on rank {a} and {epoch_b} on rank {b}), so each sliced a different permutation.",
             epoch_a=it_a.get("epoch"),
             epoch_b=it_b.get("epoch"),
             a=a,
@@ -308,7 +312,9 @@ def _why_overlap(
             "sampler.why_subset",
             "Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
             "from random_split) selects different samples on each rank, so different positions "
-            "lead to the same samples (and other samples are never used).",
+            "lead to the same samples (and other samples are never used). Seed the generator "
+            "of the split so that every rank draws the same one: random_split(dataset, "
+            "lengths, generator=torch.Generator().manual_seed(0)).",
         )
     return msg("sampler.why_overlap", "Their samplers handed out overlapping indices.")
 
@@ -359,8 +365,9 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             if _same_seed_and_epoch(prev, cur):
                 why = msg(
                     "sampler.why_same_seed",
-                    "both times its DistributedSampler shuffled with seed {seed} at epoch "
-                    "{epoch}, and the same seed and epoch give the same order",
+                    "both times its DistributedSampler shuffled with seed {seed} and epoch "
+                    "{epoch} (the value set_epoch last gave it), and the same seed and epoch "
+                    "give the same order",
                     seed=cur.get("seed"),
                     epoch=cur.get("epoch"),
                 )
@@ -369,11 +376,11 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             return failed(
                 msg(
                     "sampler.same_shuffle",
-                    "Rank {rank} trained on the same shuffle in epochs {before} and {epoch} "
-                    "(starting {start}, ...): {why}.",
+                    "Rank {rank} trained on the same shuffle in its {before:ordinal} and "
+                    "{n:ordinal} passes over the data (starting {start}, ...): {why}.",
                     rank=rank,
                     before=n - 1,
-                    epoch=n,
+                    n=n,
                     start=start,
                     why=why,
                 ),
@@ -393,9 +400,9 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
 def _repeated_epoch(
     its: list[dict[str, Any]],
 ) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
-    """(1-based epoch, pass before, pass) of the first pass that repeated the one before it: the
-    same order, or a shuffle drawn from the same seed and epoch (which gives the same order over
-    the same data, whichever sampler object drew it)."""
+    """(1-based pass number, pass before, pass) of the first pass that repeated the one before
+    it: the same order, or a shuffle drawn from the same seed and epoch (which gives the same
+    order over the same data, whichever sampler object drew it)."""
     for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
         if not cur.get("shuffle"):
             continue

@@ -21,9 +21,33 @@ def _plain_on_cpu(run: RunView) -> str:
     )
 
 
-def _first_wrap(run: RunView) -> tuple[int, dict[str, Any]] | None:
-    wraps = run.events("ddp_batchnorm")
-    return wraps[0] if wraps else None
+def _wraps(run: RunView) -> list[tuple[int, dict[str, Any]]]:
+    """Every DDP wrap of every rank, in the order each rank made them."""
+    return run.events("ddp_batchnorm")
+
+
+def _converted_after(run: RunView, rank: int, wrap: dict[str, Any]) -> list[dict[str, Any]]:
+    """Conversions on `rank`, after `wrap`, of a model that was already wrapped in DDP."""
+    return [
+        c
+        for r, c in run.events("syncbn_convert")
+        if r == rank
+        and c.get("seq", 0) > wrap.get("seq", 0)
+        and (c.get("inside_ddp", True) or c.get("is_ddp"))
+    ]
+
+
+def _which(wraps: list[tuple[int, dict[str, Any]]], e: dict[str, Any]) -> str:
+    """'The model' for a program with one DDP wrap, 'The 2nd model' when there are several."""
+    on_rank = [w for r, w in wraps if r == wraps[0][0]]
+    if len(on_rank) < 2:
+        return "The model"
+    index = next((i for i, w in enumerate(on_rank) if w.get("line") == e.get("line")), 0)
+    return f"The {_ordinal(index + 1)} model"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 @check(
@@ -33,9 +57,9 @@ def _first_wrap(run: RunView) -> tuple[int, dict[str, Any]] | None:
     "of the model, however deeply nested.",
 )
 def converted(run: RunView, params: dict[str, Any]) -> Outcome:
-    wrap = _first_wrap(run)
+    wraps = _wraps(run)
     converts = run.events("syncbn_convert")
-    if wrap is None:
+    if not wraps:
         if converts:
             rank, c = converts[0]
             return failed(
@@ -45,32 +69,39 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=c.get("line"),
             )
         return failed("No model was wrapped in DDP, so no SyncBatchNorm layer ran.")
-    rank, e = wrap
-    later = [c for r, c in converts if r == rank and c.get("seq", 0) > e.get("seq", 0)]
-    if e.get("n_plain"):
-        if later:
-            return passed(
-                f"All BatchNorm layers were converted, but only after the DDP wrap "
-                f"{run.where(e.get('line'))} (see the next check)."
-            )
+    late = False
+    for rank, e in wraps:  # every wrap: a second DDP model with plain BatchNorm counts too
+        if not e.get("n_plain"):
+            continue
+        if _converted_after(run, rank, e):
+            late = True
+            continue
         names = ", ".join(e.get("plain", [])[:6])
         return failed(
-            f"The model wrapped in DDP {run.where(e.get('line'))} still has "
+            f"{_which(wraps, e)} wrapped in DDP {run.where(e.get('line'))} still has "
             f"{plural(int(e['n_plain']), 'plain BatchNorm layer')}: {names}. Each rank "
             "normalises with the statistics of its own small batch only." + _plain_on_cpu(run),
             rank=rank,
             line=e.get("line"),
         )
-    if not e.get("n_synced") and not later:
+    if late:
+        return passed(
+            "All BatchNorm layers were converted, but only after the DDP wrap (see the next check)."
+        )
+    rank, e = wraps[0]
+    synced = sum(int(w.get("n_synced", 0)) for r, w in wraps if r == rank)
+    if not synced:
         return failed(
             f"The model wrapped in DDP {run.where(e.get('line'))} has no BatchNorm layer at "
             "all: keep the model's BatchNorm layers and convert them.",
             rank=rank,
             line=e.get("line"),
         )
+    n_wraps = sum(1 for r, _ in wraps if r == rank)
+    what = "The model" if n_wraps == 1 else f"The {n_wraps} models"
     return passed(
-        f"The model wrapped in DDP has {plural(int(e.get('n_synced', 0)), 'SyncBatchNorm layer')} "
-        "and no plain BatchNorm left."
+        f"{what} wrapped in DDP {'has' if n_wraps == 1 else 'have'} "
+        f"{plural(synced, 'SyncBatchNorm layer')} and no plain BatchNorm left."
     )
 
 
@@ -82,29 +113,34 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
     "built.",
 )
 def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
-    wrap = _first_wrap(run)
-    if wrap is None:
+    wraps = _wraps(run)
+    if not wraps:
         return failed("No model was wrapped in DDP.")
-    rank, e = wrap
-    later = [
-        c
-        for r, c in run.events("syncbn_convert")
-        if r == rank and c.get("seq", 0) > e.get("seq", 0)
-    ]
-    if later:
-        c = later[0]
+    for rank, e in wraps:
+        later = _converted_after(run, rank, e) if e.get("n_plain") else []
+        if later:
+            c = later[0]
+            return failed(
+                f"convert_sync_batchnorm ran {run.where(c.get('line'))}, after the model had "
+                f"been wrapped in DDP {run.where(e.get('line'))}: the wrapper was built around "
+                "plain BatchNorm layers.",
+                rank=rank,
+                line=c.get("line"),
+            )
+    for rank, e in wraps:
+        if e.get("n_plain"):
+            return failed(
+                f"When {_which(wraps, e).lower()} was wrapped in DDP {run.where(e.get('line'))} "
+                f"it had {plural(int(e.get('n_synced', 0)), 'SyncBatchNorm layer')} and "
+                f"{plural(int(e.get('n_plain', 0)), 'plain BatchNorm layer')}.",
+                rank=rank,
+                line=e.get("line"),
+            )
+    rank, e = wraps[0]
+    if not any(int(w.get("n_synced", 0)) for r, w in wraps if r == rank):
         return failed(
-            f"convert_sync_batchnorm ran {run.where(c.get('line'))}, after the model had been "
-            f"wrapped in DDP {run.where(e.get('line'))}: the wrapper was built around plain "
-            "BatchNorm layers.",
-            rank=rank,
-            line=c.get("line"),
-        )
-    if e.get("n_plain") or not e.get("n_synced"):
-        return failed(
-            f"When the model was wrapped in DDP {run.where(e.get('line'))} it had "
-            f"{plural(int(e.get('n_synced', 0)), 'SyncBatchNorm layer')} and "
-            f"{plural(int(e.get('n_plain', 0)), 'plain BatchNorm layer')}.",
+            f"When the model was wrapped in DDP {run.where(e.get('line'))} it had no "
+            "SyncBatchNorm layer.",
             rank=rank,
             line=e.get("line"),
         )

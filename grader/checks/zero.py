@@ -38,6 +38,22 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             f"{ranks_text(idle).capitalize()} never took an optimizer step.", rank=idle[0]
         )
+    for r in run.ranks:
+        # Which optimizer stepped the parameters: a ZeroRedundancyOptimizer that only exists
+        # shards nothing, and the state it consolidates is empty.
+        stepped = [e for e in r.of("step") if e.get("n") == 1]
+        if not any(e.get("optimizer") == "ZeroRedundancyOptimizer" for e in stepped):
+            made = inits[r.rank]
+            other = stepped[0] if stepped else {}
+            return failed(
+                f"Rank {r.rank} created a ZeroRedundancyOptimizer {run.where(made.get('line'))} "
+                "but never stepped it: the training steps were taken by a plain "
+                f"{other.get('optimizer', 'optimizer')} {run.where(other.get('line'))}, which "
+                "keeps the whole optimizer state on every rank, and the state the "
+                "ZeroRedundancyOptimizer holds stays empty.",
+                rank=r.rank,
+                line=other.get("line"),
+            )
     e = inits[0]
     return passed(
         f"Every rank trained with ZeroRedundancyOptimizer({e.get('optimizer')}) over "
@@ -135,10 +151,36 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             rank=rank,
             line=save.get("line"),
         )
+    for rank, save in saves:  # every checkpoint, against the live state when it was written
+        if stale := _stale_message(run, rank, save, exits.get(rank, [])):
+            return failed(stale, rank=rank, line=save.get("line"))
     return passed(
         f"All {len(run.ranks)} ranks called consolidate_state_dict "
         f"{run.where(done[-1].get('line'))} before rank {rank} saved the optimizer state "
         f"{run.where(save.get('line'))}."
+    )
+
+
+def _stale_message(
+    run: RunView, rank: int, save: dict[str, Any], exits: list[dict[str, Any]]
+) -> str | None:
+    live = save.get("live") or {}
+    if not live.get("stale"):
+        return None
+    before = [e for e in exits if e.get("seq", 0) < save.get("seq", 0)]
+    last = before[-1] if before else {}
+    steps_text = ""
+    if live.get("saved_step") is not None and live.get("live_step") is not None:
+        steps_text = (
+            f" (parameter {live.get('param')}: {live['saved_step']:.0f} steps in the saved "
+            f"state, {live['live_step']:.0f} in the live optimizer)"
+        )
+    return (
+        f"The optimizer state rank {rank} saved {run.where(save.get('line'))} is stale: it is "
+        f"the state consolidated {run.where(last.get('line'))}, before later optimizer steps, "
+        f"and for {live['stale']} of the {plural(int(live.get('compared', 0)), 'parameter')} "
+        f"rank {rank} holds it differs from the live optimizer's{steps_text}. Call "
+        "consolidate_state_dict(to=0) on every rank right before saving."
     )
 
 

@@ -247,6 +247,7 @@ def record_backward_root(tracer: Tracer, tensors: Any) -> None:
     micro = st["micro"][-1]
     if micro.get("root_scale") is None:
         micro["root_scale"] = root_scale(tensors)
+        micro["backward_line"] = tracer.where()
 
 
 def record_clip(tracer: Tracer, kind: str, **args: Any) -> None:
@@ -406,8 +407,17 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     actual = _flat(after_backward, named)
     stepped = _flat(st["grads"], named)
     norm_e = float(expected.norm())
-    if norm_e == 0.0 or math.isnan(norm_e):
-        return {"status": "unavailable", "reason": "the expected first-step gradient is zero"}
+    if math.isnan(norm_e):
+        return {"status": "unavailable", "reason": "the expected first-step gradient is NaN"}
+    if norm_e == 0.0:
+        # Every rank's loss has a zero gradient everywhere: nothing can train (e.g. cross-entropy
+        # over a single output column, which is constant).
+        return {
+            "status": "zero_gradient",
+            "world_size": world,
+            "norm_actual": float(actual.norm()),
+            "reason": "the expected first-step gradient is zero",
+        }
     rel = float((actual - expected).norm()) / norm_e
     ratio = float(actual.dot(expected)) / float(expected.dot(expected))
     bb = float(actual.dot(actual))
@@ -437,6 +447,10 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         "root_scales": {
             str(r): [m["root_scale"] / amp[r] if m.get("root_scale") else None for m in d["micro"]]
             for r, d in data.items()
+        },
+        # The learner's line of each micro-step's backward (where a loss factor is applied).
+        "backward_lines": {
+            str(r): [m.get("backward_line") for m in d["micro"]] for r, d in data.items()
         },
         "amp_scale": amp[0] if amp[0] != 1.0 else None,
         # The optimizer's gradient as a multiple of the after-backward one (clipping, unscaling

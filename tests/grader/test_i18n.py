@@ -132,7 +132,11 @@ def test_a_check_s_own_message_translates_with_its_nested_parts() -> None:
     assert english.startswith("Rank 0 and rank 1 both saw 4 of the same samples (indices 0-3)")
     turkish = localize_result({"summary": "", "checks": [check]}, "tr")["checks"][0]["message"]
     assert turkish.startswith(
-        "Rank 0 ve rank 1, epoch 1 içinde aynı örneklerden 4 tanesini (indeksler 0-3) gördü."
+        "Rank 0 ve rank 1, veri üzerindeki 1. geçişlerinde aynı örneklerden 4 tanesini "
+        "(indeksler 0-3) gördü."
     )
     portuguese = localize_result({"summary": "", "checks": [check]}, "pt-BR")["checks"][0]
-    assert portuguese["message"].startswith("O rank 0 e o rank 1 viram 4 das mesmas amostras")
+    assert portuguese["message"].startswith(
+        "O rank 0 e o rank 1 viram 4 das mesmas amostras (índices 0-3) na 1ª passada pelos dados."
+    )
+    assert "in their 1st pass over the data" in english  # {n:ordinal} in English

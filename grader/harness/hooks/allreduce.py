@@ -78,31 +78,47 @@ def install(tracer: Tracer) -> None:
         "updated": False,
         "first_digest": None,
         "world_scaled": False,
+        "micro": [],
     }
     tracer.state["hand_grads"] = grads
     _install_grads(tracer, grads)
 
 
 def world_scale(loss: torch.Tensor, gradient: Any, world: int) -> float:
-    """The factor 1/world_size the learner put on the loss before backward, else 1.
+    """The factor 1/world_size the learner put on the loss before backward, else 1 (one
+    micro-step per optimizer step: see `loss_factor` and `mean_scale`)."""
+    factor, summed = loss_factor(loss, gradient)
+    return mean_scale(factor, summed, world, 1)
 
-    Read from the backward graph as the core's replay does (`scaled_root`): the constant factors
-    applied last. `loss / world_size` (then a plain SUM all-reduce) is the world-size scaling;
-    so is `errors.sum() / (n * world_size)` over n summed elements. `errors.sum() / n` is the
-    loss's own mean, not a scaling.
-    """
+
+def loss_factor(loss: torch.Tensor, gradient: Any) -> tuple[float, int | None]:
+    """(the constant factor applied last to the loss, how many elements the `.sum()` under it
+    added up, None if it is no sum). Read from the backward graph as the core's replay does
+    (`scaled_root`)."""
     r, base = scaled_root(loss) or (1.0, None)
     if isinstance(gradient, torch.Tensor) and gradient.numel() == 1:
         r *= float(gradient)
-    if world <= 1 or r <= 0:
+    return r, _summed_numel(base)
+
+
+def mean_scale(factor: float, summed: int | None, world: int, micro_steps: int) -> float:
+    """The part of a loss factor that turns the rank's own loss into its share of the mean over
+    the global batch, which the check divides out again: 1/k over k accumulation micro-steps,
+    1/world_size (before a plain SUM all-reduce), or both; else 1.
+
+    `errors.sum() / n` over n summed elements is the loss's own mean, not a scaling; so is
+    `errors.sum() / (n * world_size)` a division by the world size. Which one a factor is comes
+    from this run's own micro-steps and world size, never from its value alone.
+    """
+    if factor <= 0 or (summed and math.isclose(factor * summed, 1.0, rel_tol=1e-6)):
         return 1.0
-    n = _summed_numel(base)
-    if n and math.isclose(r * n, 1.0, rel_tol=1e-6):
-        return 1.0  # the mean of n summed terms (if n == world size, the loss's own mean)
-    if math.isclose(r * world, 1.0, rel_tol=1e-6):
-        return r
-    if n and math.isclose(r * n * world, 1.0, rel_tol=1e-6):
-        return 1.0 / world
+    for denominator in dict.fromkeys((micro_steps, world, micro_steps * world)):
+        if denominator <= 1:
+            continue
+        if math.isclose(factor * denominator, 1.0, rel_tol=1e-6):
+            return factor
+        if summed and math.isclose(factor * summed * denominator, 1.0, rel_tol=1e-6):
+            return 1.0 / denominator
     return 1.0
 
 
@@ -147,19 +163,11 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
         got = torch.autograd.grad(
             loss, leaves, grad_outputs=outputs, retain_graph=True, allow_unused=True
         )
-        scale = world_scale(loss, gradient, tracer.world_size)
-        # The gradient of the rank's unscaled loss: what DDP would average.
-        local = [[v / scale for v in row] for row in sketch(list(got))]
-        if grads["local"] is None:
-            grads["local"] = local
-        else:  # gradient accumulation: several losses before the first step
-            grads["local"] = [
-                [a + b for a, b in zip(x, y, strict=False)] if x and y else x or y
-                for x, y in zip(grads["local"], local, strict=False)
-            ]
+        # Gradient accumulation gives several losses before the first step: each is kept with
+        # its factor until the step says how many micro-steps there were (`local_gradient`).
+        grads["micro"].append((sketch(list(got)), *loss_factor(loss, gradient)))
+        grads["local"] = True
         grads["n_losses"] += 1
-        if scale != 1.0:
-            grads["world_scaled"] = True
 
     seen = {"params": 0}
 
@@ -220,16 +228,17 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
                 in_opt = {id(p) for g in groups for p in g["params"]}
                 names = _names(tracer, leaves)
                 used = sketch([t.grad for t in leaves])
+                local, world_scaled = local_gradient(grads["micro"], tracer.world_size)
             tracer.emit(
                 "hand_grads",
                 line=tracer.where(),
                 names=names,
                 shapes=[list(t.shape) for t in leaves],
                 in_optimizer=[id(t) in in_opt for t in leaves],
-                local=grads["local"],
+                local=local,
                 used=used,
                 n_losses=grads["n_losses"],
-                world_scaled=bool(grads.get("world_scaled")),
+                world_scaled=world_scaled,
                 read_at=how,
             )
         except Exception as exc:
@@ -249,6 +258,30 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
         return zero_grad
 
     wrap(torch.nn.Module, "zero_grad", make_zero_grad)
+
+
+def local_gradient(
+    micro: list[tuple[list[list[float]], float, int | None]], world: int
+) -> tuple[list[list[float]], bool]:
+    """This rank's share of the mean over the global batch, unscaled: the mean over its k
+    micro-steps of each loss's own gradient (what DDP averages over the ranks), and whether a
+    factor divided out was one over the world size."""
+    k = len(micro)
+    total: list[list[float]] = []
+    world_scaled = False
+    for rows, factor, summed in micro:
+        scale = mean_scale(factor, summed, world, k)
+        world_scaled |= scale != 1.0 and not math.isclose(scale * k, 1.0, rel_tol=1e-6)
+        rows = [[v / scale / k for v in row] for row in rows]
+        total = (
+            [
+                [a + b for a, b in zip(x, y, strict=False)] if x and y else x or y
+                for x, y in zip(total, rows, strict=False)
+            ]
+            if total
+            else rows
+        )
+    return total, world_scaled
 
 
 def _names(tracer: Tracer, leaves: list[torch.Tensor]) -> list[str]:

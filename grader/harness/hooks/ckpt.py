@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from grader.harness.hooks.ddp import bare_module
 from grader.harness.tracer import Tracer, wrap
 
 MAX_KEYS = 40
@@ -49,51 +50,75 @@ def _state_dicts(obj: Any, where: str = "", depth: int = 0) -> list[tuple[str, M
     return found
 
 
+PREFIXES = ("module.", "_orig_mod.")  # DDP's and torch.compile's wrappers
+
+
+def strip_prefixes(key: str) -> str:
+    """A key without the wrappers' prefixes: 'module._orig_mod.0.weight' -> '0.weight'."""
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in PREFIXES:
+            if key.startswith(prefix):
+                key, stripped = key[len(prefix) :], True
+    return key
+
+
+def _bare_models(tracer: Tracer) -> list[dict[str, Any]]:
+    """The state_dict of the plain model inside every DDP wrapper made so far."""
+    return [bare_module(m).state_dict() for m in tracer.state.get("ddp_models", [])]
+
+
+def _judge_state_dict(sd: Mapping[str, Any], bares: list[dict[str, Any]]) -> dict[str, Any]:
+    """How a saved state_dict fits the bare model it matches best (of every DDP wrap)."""
+    keys = list(sd.keys())
+    stripped = [strip_prefixes(k) for k in keys]
+    entry: dict[str, Any] = {
+        "n": len(keys),
+        "prefixed": sum(k.startswith("module.") for k in keys),
+        "compiled_prefixed": sum("_orig_mod." in k for k in keys),
+        "sample": keys[:5],
+    }
+    if not bares:
+        entry["model"] = any(k.rsplit(".", 1)[-1] in ("weight", "bias") for k in stripped)
+        return entry
+    bare = max(bares, key=lambda b: len(set(stripped) & set(b)))
+    overlap = len(set(stripped) & set(bare))
+    entry["model"] = overlap >= max(1, len(bare) // 2)
+    missing = [k for k in bare if k not in sd]
+    unexpected = [k for k in keys if k not in bare]
+    shape_bad = [
+        k
+        for k in keys
+        if k in bare and hasattr(sd[k], "shape") and tuple(sd[k].shape) != tuple(bare[k].shape)
+    ]
+    entry.update(
+        missing=missing[:MAX_KEYS],
+        unexpected=unexpected[:MAX_KEYS],
+        n_missing=len(missing),
+        n_unexpected=len(unexpected),
+        shape_mismatch=shape_bad[:MAX_KEYS],
+        loadable=not missing and not unexpected and not shape_bad,
+    )
+    return entry
+
+
 def analyze(obj: Any, tracer: Tracer) -> dict[str, Any]:
-    """What a saved object holds, judged against the bare model of the first DDP wrapper."""
+    """What a saved object holds, judged against the bare model of every DDP wrapper."""
     models = tracer.state.get("ddp_models", [])
-    bare = models[0].module.state_dict() if models else None
     info: dict[str, Any] = {"type": type(obj).__name__}
     if isinstance(obj, DDP):
         info.update(holds="ddp", model_state=True)
         return info
     if isinstance(obj, torch.nn.Module):
-        is_bare = any(obj is m.module for m in models)
+        is_bare = any(obj is m.module or obj is bare_module(m) for m in models)
         info.update(holds="module", model_state=is_bare or not models)
         return info
-    found = []
-    for where, sd in _state_dicts(obj):
-        keys = list(sd.keys())
-        stripped = [k[len("module.") :] if k.startswith("module.") else k for k in keys]
-        entry: dict[str, Any] = {
-            "where": where or "(the saved object)",
-            "n": len(keys),
-            "prefixed": sum(k.startswith("module.") for k in keys),
-            "sample": keys[:5],
-        }
-        if bare is not None:
-            overlap = len(set(stripped) & set(bare))
-            entry["model"] = overlap >= max(1, len(bare) // 2)
-            missing = [k for k in bare if k not in sd]
-            unexpected = [k for k in keys if k not in bare]
-            shape_bad = [
-                k
-                for k in keys
-                if k in bare
-                and hasattr(sd[k], "shape")
-                and tuple(sd[k].shape) != tuple(bare[k].shape)
-            ]
-            entry.update(
-                missing=missing[:MAX_KEYS],
-                unexpected=unexpected[:MAX_KEYS],
-                n_missing=len(missing),
-                n_unexpected=len(unexpected),
-                shape_mismatch=shape_bad[:MAX_KEYS],
-                loadable=not missing and not unexpected and not shape_bad,
-            )
-        else:
-            entry["model"] = any(k.rsplit(".", 1)[-1] in ("weight", "bias") for k in stripped)
-        found.append(entry)
+    bares = _bare_models(tracer)
+    found = [
+        {"where": where or "(the saved object)", **_judge_state_dict(sd, bares)}
+        for where, sd in _state_dicts(obj)
+    ]
     info.update(holds="state" if found else "other", state_dicts=found)
     info["model_state"] = any(e.get("model") for e in found)
     return info

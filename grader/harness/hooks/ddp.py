@@ -14,12 +14,21 @@ from grader.harness import replay
 from grader.harness.tracer import Tracer, wrap
 
 
-def _describe(ddp: Any) -> dict[str, Any]:
+def bare_module(ddp: Any) -> Any:
+    """The plain model inside a DDP wrapper: torch.compile'd models hold it as `_orig_mod`."""
     module = ddp.module
+    while isinstance(getattr(module, "_orig_mod", None), torch.nn.Module):
+        module = module._orig_mod
+    return module
+
+
+def _describe(ddp: Any) -> dict[str, Any]:
+    module = bare_module(ddp)
     params = list(module.parameters())
     devices = sorted({str(p.device) for p in params})
     sd = module.state_dict()
     return {
+        "compiled": module is not ddp.module,
         "module": type(module).__name__,
         "params": sum(p.numel() for p in params),
         "devices": devices,

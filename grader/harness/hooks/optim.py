@@ -3,6 +3,7 @@ and the faults the exercise asks to inject."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from typing import Any
@@ -19,6 +20,7 @@ from grader.harness.tracer import Tracer, wrap
 MAX_SUMS = 64
 DIGEST_SAMPLE = 4096  # elements per tensor hashed once a model is large
 LARGE_MODEL = 5_000_000
+MAX_CLOSURE_EVENTS = 200
 
 
 def _digest(params: list[torch.Tensor]) -> tuple[str, list[float]]:
@@ -56,17 +58,47 @@ def install(tracer: Tracer) -> None:
         frac = sum(id(p) in by_id for p in params) / max(1, len(params))
         return names, frac
 
+    closure_calls = {"n": 0}
+
+    def recording_closure(optimizer: Any, closure: Any) -> Any:
+        """A line search (LBFGS's strong Wolfe) decides with the losses the closure returns:
+        record them, so that ranks deciding on different losses show."""
+        search = getattr(optimizer, "defaults", {}).get("line_search_fn")
+        if not search:
+            return closure
+
+        def recorded(*a: Any, **k: Any) -> Any:
+            out = closure(*a, **k)
+            if closure_calls["n"] < MAX_CLOSURE_EVENTS:
+                closure_calls["n"] += 1
+                with contextlib.suppress(Exception):
+                    tracer.emit(
+                        "closure_loss",
+                        call=closure_calls["n"],
+                        step=tracer.steps,
+                        loss=float(out),
+                        line_search=str(search),
+                        line=tracer.where(),
+                    )
+            return out
+
+        return recorded
+
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
-        if tracer.steps != 0 or replay.state(tracer).get("saved"):
-            return None
         # args[0] is the optimizer itself; a closure computes the gradient inside the step.
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        first = tracer.steps == 0 and not replay.state(tracer).get("saved")
         if callable(closure):
-            wrapped = replay.saving_closure(tracer, optimizer, closure)
+            wrapped = recording_closure(optimizer, closure)
+            if first:
+                wrapped = replay.saving_closure(tracer, optimizer, wrapped)
+            if wrapped is closure:
+                return None
             if "closure" in kwargs:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
-        replay.try_save_first_step(tracer, optimizer)
+        if first:
+            replay.try_save_first_step(tracer, optimizer)
         return None
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:

@@ -153,6 +153,50 @@ def install(tracer: Tracer) -> None:
     wrap(torch.serialization, "save", make_save)
 
 
+def _same(saved: Any, live: Any) -> bool:
+    if isinstance(saved, torch.Tensor) or isinstance(live, torch.Tensor):
+        if not (isinstance(saved, torch.Tensor) and isinstance(live, torch.Tensor)):
+            return False
+        return saved.shape == live.shape and torch.equal(saved.detach().cpu(), live.detach().cpu())
+    return bool(saved == live)
+
+
+def _step_of(state: dict[str, Any]) -> float | None:
+    step = state.get("step")
+    if isinstance(step, torch.Tensor) and step.numel() == 1:
+        return float(step)
+    return float(step) if isinstance(step, (int, float)) else None
+
+
+def compare_live(sd: Any, zero: Any) -> dict[str, Any]:
+    """The saved optimizer state against the live one at the moment of saving, for the
+    parameters whose state this rank holds (its shard): step counts and every moment tensor.
+    A state consolidated before the last steps differs; one consolidated right before saving
+    is equal."""
+    state = sd.get("state") if isinstance(sd.get("state"), dict) else {}
+    compared = stale = 0
+    first: dict[str, Any] = {}
+    for group in zero.optim.param_groups:
+        for p in group["params"]:
+            live = zero.optim.state.get(p) or {}
+            index = zero._param_to_index.get(p)
+            saved = state.get(index) or {}
+            if not live and not saved:
+                continue
+            compared += 1
+            keys = set(live) | set(saved)
+            if all(k in live and k in saved and _same(saved[k], live[k]) for k in keys):
+                continue
+            stale += 1
+            if not first:
+                first = {
+                    "param": index,
+                    "saved_step": _step_of(saved),
+                    "live_step": _step_of(live),
+                }
+    return {"compared": compared, "stale": stale, **first}
+
+
 def _record_optimizer_save(tracer: Tracer, zeros: list[Any], obj: Any, f: Any) -> None:
     states = find_optimizer_states(obj)
     if not states:
@@ -173,6 +217,7 @@ def _record_optimizer_save(tracer: Tracer, zeros: list[Any], obj: Any, f: Any) -
         else:
             again = dict(find_optimizer_states(reloaded)) if reloaded is not None else {}
             error = try_load(again.get(where, sd), zero)
+        live = compare_live(sd, zero)
         tracer.emit(
             "optimizer_state",
             line=tracer.where(),
@@ -182,4 +227,5 @@ def _record_optimizer_save(tracer: Tracer, zeros: list[Any], obj: Any, f: Any) -
             stated=stated,
             n_params=len(zero._all_params),
             load_error=error,
+            live=live,
         )
