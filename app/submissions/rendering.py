@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 
 from app.i18n import LOCALE_COOKIE, negotiate
 from app.submissions.exercises import spec_from_content
-from grader.i18n import localize_check, localize_result
+from grader.i18n import localize_check, localize_result, render
 
 
 def result_locale(request: Request) -> str:
@@ -38,6 +38,14 @@ def render_result(result: dict[str, Any] | None, exercise: str, locale: str) -> 
     if result is None or result.get("status") == "error":
         return result
     return localize_result(result, locale, _hints(exercise))
+
+
+def render_summary(result: dict[str, Any] | None, locale: str) -> str | None:
+    """Only the summary line ("4 of 12 checks failed"), for lists."""
+    if not result or result.get("summary") is None:
+        return None
+    params = result.get("summary_params") or {}
+    return render(result.get("summary_id"), str(result["summary"]), params, locale)
 
 
 def render_event(kind: str, data: dict[str, Any], exercise: str, locale: str) -> dict[str, Any]:

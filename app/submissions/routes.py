@@ -22,7 +22,12 @@ from app.submissions.backends import GradingBackend, make_backend
 from app.submissions.config import get_submission_settings
 from app.submissions.errors import DraftNotFound, SubmissionError
 from app.submissions.models import Submission
-from app.submissions.rendering import ResultLocaleDep, render_event, render_result
+from app.submissions.rendering import (
+    ResultLocaleDep,
+    render_event,
+    render_result,
+    render_summary,
+)
 from app.submissions.schemas import (
     EXERCISE_ID_PATTERN,
     DraftPublic,
@@ -125,6 +130,7 @@ def create_submission(
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
+    locale: ResultLocaleDep,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> SubmissionList:
@@ -137,7 +143,7 @@ def list_submissions(
                 exercise=row.exercise,
                 status=row.status,
                 outcome=(row.result or {}).get("status"),
-                summary=(row.result or {}).get("summary"),
+                summary=render_summary(row.result, locale),
                 created_at=row.created_at,
             )
             for row in rows

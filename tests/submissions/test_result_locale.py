@@ -93,6 +93,8 @@ def test_the_result_follows_the_viewer_not_the_submission(
             assert check["hint"] == own["tr"]
         else:
             assert check["hint"].startswith("Her rank'in başında")
+    listed = client.get("/api/v1/submissions", headers=auth, params={"locale": "pt-BR"}).json()
+    assert listed["submissions"][0]["summary"] == "1 de 1 verificações falharam"
     # ?locale= wins over the cookie.
     chosen = client.get(url, headers=auth, params={"locale": "en"}, cookies={"rdv_locale": "tr"})
     assert chosen.json()["result"]["summary"] == "1 of 1 checks failed"
