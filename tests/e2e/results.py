@@ -4,7 +4,7 @@ a result without waiting for a grading run (tests/e2e/test_submit.py grades for 
 `fixtures/starter_result.json` was written by
 `python -m grader grade --exercise ddp-fundamentals/train lessons/02-ddp-fundamentals/exercises/
 train/starter.py --json --sandbox none`; `failed_result()` adds a failed check with a rank and
-line so the "rank N, line L" link shows.
+line so the "rank N, line L" link shows. `locale` renders it as the API does for that viewer.
 """
 
 from __future__ import annotations
@@ -13,10 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app.content.service import get_exercise
+from grader.i18n import localize_result
+
 STARTER_RESULT = Path(__file__).parent / "fixtures" / "starter_result.json"
 
 
-def failed_result() -> dict[str, Any]:
+EXERCISE = "ddp-fundamentals/train"
+
+
+def failed_result(locale: str = "en") -> dict[str, Any]:
     result: dict[str, Any] = json.loads(STARTER_RESULT.read_text("utf-8"))
     result["checks"].append(
         {
@@ -30,7 +36,7 @@ def failed_result() -> dict[str, Any]:
         }
     )
     result["status"] = "fail"
-    return result
+    return localize_result(result, locale, get_exercise(EXERCISE).spec.hints)
 
 
 def passed_result() -> dict[str, Any]:
