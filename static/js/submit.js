@@ -493,13 +493,12 @@
     pattern.setAttribute("width", String(cell * 2));
     pattern.setAttribute("height", String(cell * 2));
     pattern.setAttribute("patternTransform", "rotate(45)");
-    const back = document.createElementNS(SVG_NS, "rect");
-    back.setAttribute("width", String(cell * 2));
-    back.setAttribute("height", String(cell * 2));
+    // Paths, not rects: every rect of the picture is a run of dataset indices (data-owner).
+    const back = document.createElementNS(SVG_NS, "path");
+    back.setAttribute("d", `M0 0h${cell * 2}v${cell * 2}H0z`);
     back.setAttribute("fill", "#ffffff");
-    const stripe = document.createElementNS(SVG_NS, "rect");
-    stripe.setAttribute("width", String(cell));
-    stripe.setAttribute("height", String(cell * 2));
+    const stripe = document.createElementNS(SVG_NS, "path");
+    stripe.setAttribute("d", `M0 0h${cell}v${cell * 2}H0z`);
     stripe.setAttribute("fill", "#cf222e");
     pattern.append(back, stripe);
     defs.append(pattern);
