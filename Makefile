@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench setup system-deps translations editor editor-check clean
+.PHONY: run test lint bench setup system-deps translations editor editor-check clean screenshots
 
 run: setup
 	$(PY) -m app serve --host $(HOST) --port $(PORT)
@@ -40,6 +40,10 @@ system-deps:
 
 translations: $(STAMP)
 	@if [ -d app/locales ]; then $(VENV)/bin/pybabel -q compile -d app/locales -D messages; fi
+
+# Desktop and phone screenshots of the learner's pages (and a live submission) for review.
+screenshots: setup
+	$(PY) scripts/screenshots.py --out screenshots
 
 editor:
 	cd static/editor-src && npm ci --no-audit --no-fund && npm run build

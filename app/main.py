@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.config import REPO_ROOT, get_settings
+from app.web.assets import Assets
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def create_app() -> FastAPI:
     app.state.settings = settings
     app.state.startup_hooks = []
     app.state.shutdown_hooks = []
-    app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
+    app.mount("/static", Assets(directory=REPO_ROOT / "static"), name="static")
     for module_name in ROUTE_MODULES:
         module = importlib.import_module(module_name)
         api_router: APIRouter | None = getattr(module, "api_router", None)

@@ -29,8 +29,19 @@ from grader.contract import (
     localize,
 )
 from grader.faults import place_faults
+from grader.i18n import (
+    AS_NODES,
+    SUMMARY_FAILED,
+    SUMMARY_PASSED,
+    SUMMARY_PASSED_SKIPPED,
+    WITH_ONE_RANK,
+    WITH_RANKS,
+    message_fields,
+    msg,
+)
 from grader.launcher import Launch, plan_launches, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
+from grader.stages import launch_event, not_judged_without_distribution
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +92,9 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
-    for launch in plan_launches(job.spec):
+    launches = plan_launches(job.spec)
+    for index, launch in enumerate(launches):
+        emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
             # Placed from what the program did in its uninterrupted run, launched first.
             launch.faults = place_faults(launch.faults, views[launch.reference])
@@ -120,7 +133,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     ]
     checks_ms += int((time.monotonic() - t1) * 1000)
     emit(GradeEvent(kind="status", data={"status": "checking"}))
-    checks = _combine(job, runs)
+    checks = not_judged_without_distribution(_combine(job, runs), judged)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
     # A failing run decides; otherwise the largest launch (the last of equals) speaks for all.
@@ -132,15 +145,21 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     failed = [c for c in checks if c.status == "fail"]
     skipped = [c for c in checks if c.status == "skip"]
     status = "fail" if failed else "pass"
-    summary = (
-        f"{len(failed)} of {len(checks)} checks failed"
-        if failed
-        else f"All {len(checks) - len(skipped)} checks passed"
-        + (f" ({len(skipped)} not applicable here)" if skipped else "")
-    )
+    passed = len(checks) - len(skipped)
+    if failed:
+        summary = msg("summary.failed", SUMMARY_FAILED, failed=len(failed), total=len(checks))
+    elif skipped:
+        summary = msg(
+            "summary.passed_skipped", SUMMARY_PASSED_SKIPPED, passed=passed, skipped=len(skipped)
+        )
+    else:
+        summary = msg("summary.passed", SUMMARY_PASSED, passed=passed)
+    summary_id, summary_params = message_fields(summary)
     return Result(
         status=status,
         summary=summary,
+        summary_id=summary_id,
+        summary_params=summary_params,
         launch=LaunchInfo(
             world_size=launch.world_size,
             nnodes=launch.nnodes,
@@ -178,13 +197,28 @@ def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
     assert definition is not None
     if not view.ranks:  # the sandbox stopped the whole job before the supervisor could report
         if check_id != "run.completed":
-            return Outcome("skip", "Not judged: the run was stopped before it could be observed.")
-        why = (
-            "ran out of memory"
-            if view.oom_killed
-            else f"did not finish within {view.wall_seconds:g} s"
+            return Outcome(
+                "skip",
+                msg(
+                    "run.stopped_unobserved",
+                    "Not judged: the run was stopped before it could be observed.",
+                ),
+            )
+        if view.oom_killed:
+            return Outcome(
+                "fail",
+                msg(
+                    "run.job_oom", "The whole job ran out of memory and was stopped by the sandbox."
+                ),
+            )
+        return Outcome(
+            "fail",
+            msg(
+                "run.job_timeout",
+                "The whole job did not finish within {seconds:g} s and was stopped by the sandbox.",
+                seconds=view.wall_seconds,
+            ),
         )
-        return Outcome("fail", f"The whole job {why} and was stopped by the sandbox.")
     try:
         return definition.fn(view, job.spec.params.get(check_id, {}))
     except Exception as exc:  # a grader bug: report it as a platform fault, never on the learner
@@ -211,16 +245,27 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
                 chosen = (launch, o)
         assert chosen is not None
         launch, o = chosen
-        message = o.message
+        message: str = o.message
         if several and o.status == "fail":
             if launch.nnodes > 1:
-                message = f"As a {launch.nnodes}-node job ({launch.world_size} ranks): {message}"
+                message = msg(
+                    "combine.as_nodes",
+                    AS_NODES,
+                    nodes=launch.nnodes,
+                    ranks=launch.world_size,
+                    message=message,
+                )
+            elif launch.world_size == 1:
+                message = msg("combine.with_one_rank", WITH_ONE_RANK, message=message)
             else:
-                ranks = "1 rank" if launch.world_size == 1 else f"{launch.world_size} ranks"
-                message = f"With {ranks}: {message}"
+                message = msg(
+                    "combine.with_ranks", WITH_RANKS, ranks=launch.world_size, message=message
+                )
         hint = None
         if o.status == "fail":
-            hint = localize(job.spec.hints.get(cid), job.locale) or definition.hint
+            # English here; the API renders the Result in each viewer's language (grader.i18n).
+            hint = localize(job.spec.hints.get(cid), "en") or definition.hint
+        message_id, params = message_fields(message)
         results.append(
             CheckResult(
                 id=cid,
@@ -230,6 +275,8 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
                 hint=hint,
                 rank=o.rank,
                 line=o.line,
+                message_id=message_id,
+                params=params,
             )
         )
     return results

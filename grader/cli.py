@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from grader.contract import GradeEvent, Job, Result
 from grader.exercises import UnknownExercise, load_spec
+from grader.i18n import LOCALES, localize_result
 
 EXIT = {"pass": 0, "fail": 1, "error": 3}
 MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP"}
@@ -28,7 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the Result as JSON")
     g.add_argument("--sandbox", choices=["bwrap", "docker", "none"], default=None)
     g.add_argument("--lessons", type=Path, default=None, help="the lessons directory")
-    g.add_argument("--locale", default="en")
+    g.add_argument(
+        "--locale",
+        choices=LOCALES,
+        default="en",
+        help="the language of the report and of the Result's texts (en, tr, pt-BR)",
+    )
     g.add_argument("--quiet", action="store_true", help="do not stream the ranks' output")
     return parser
 
@@ -91,5 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     from grader.api import grade
 
     result = grade(job, on_event=on_event, sandbox=args.sandbox)
+    if args.locale != "en":
+        shown = localize_result(result.model_dump(mode="json"), args.locale, spec.hints)
+        result = Result.model_validate(shown)
     print(result.model_dump_json(indent=2) if args.json else render(result))
     return EXIT[result.status]

@@ -118,6 +118,9 @@ class CheckResult(BaseModel):
     hint: str | None = None
     rank: int | None = None
     line: int | None = None
+    # The message's id and parameters, for rendering it in another language (grader.i18n).
+    message_id: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class RankResult(BaseModel):
@@ -149,6 +152,9 @@ class Result(BaseModel):
     version: int = RESULT_VERSION
     status: Status
     summary: str
+    # The summary's id and parameters, for rendering it in another language (grader.i18n).
+    summary_id: str | None = None
+    summary_params: dict[str, Any] = Field(default_factory=dict)
     launch: LaunchInfo | None = None
     checks: list[CheckResult] = Field(default_factory=list)
     ranks: list[RankResult] = Field(default_factory=list)
@@ -165,7 +171,9 @@ class Result(BaseModel):
 class GradeEvent(BaseModel):
     """What the grader reports while it works (streamed to the browser as Server-Sent Events).
 
-    kind: "status" (data: {"status": "starting" | "running" | "checking"}),
+    kind: "status" (data: {"status": "starting" | "running" | "checking"}, or
+          {"status": "launch", index, count, world_size, nnodes, first_world_size, reason_id,
+          reason}: see grader.stages.launch_event),
           "output" (rank, data: {"line": str}), "check" (data: CheckResult as a dict),
           "done" (data: Result as a dict).
     """

@@ -10,10 +10,11 @@ import contextlib
 import re
 import uuid
 from typing import Annotated, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
 
 from app.auth import service
 from app.auth.csrf import csrf_protect
@@ -140,7 +141,7 @@ def register_submit(
 ) -> Response:
     form = {"email": email, "display_name": display_name}
 
-    def again(message: str, status_code: int) -> Response:
+    def again(message: str, status_code: int, field: str | None = None) -> Response:
         return _render(
             request,
             "auth/register.html",
@@ -148,6 +149,7 @@ def register_submit(
             next=safe_next(next),
             form=form,
             error=message,
+            error_field=field,
         )
 
     if _limits(request).check_register(_ip(request)) is not None:
@@ -159,13 +161,14 @@ def register_submit(
         )
     try:
         body = UserCreate(email=email, display_name=display_name, password=password)
-    except ValueError:
+    except ValidationError as exc:
         return again(
             translate(
                 _locale(request),
                 "Enter a valid email, a name, and a password of at least 10 characters.",
             ),
             422,
+            _first_invalid_field(exc),
         )
     try:
         user = service.register(
@@ -177,9 +180,24 @@ def register_submit(
                 _locale(request), "An account with this email exists already. Sign in instead."
             ),
             409,
+            "email",
         )
     token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
-    return _signed_in(request, token, next)
+    return _signed_in(request, token, _welcome_url(next))
+
+
+def _first_invalid_field(error: ValidationError) -> str | None:
+    for detail in error.errors():
+        if detail.get("loc"):
+            return str(detail["loc"][0])
+    return None
+
+
+def _welcome_url(target: str) -> str:
+    """Where the new learner was going, with `welcome=1`: the page greets them once."""
+    parts = urlsplit(safe_next(target))
+    query = [*parse_qsl(parts.query, keep_blank_values=True), ("welcome", "1")]
+    return urlunsplit(("", "", parts.path, urlencode(query), parts.fragment))
 
 
 @router.get("/login")
@@ -206,6 +224,7 @@ def login_submit(
             next=safe_next(next),
             form={"email": email},
             error=message,
+            error_field="password",
         )
 
     if _limits(request).check_login(_ip(request), email) is not None:

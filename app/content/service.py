@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from markupsafe import Markup
+
 from app.config import get_settings
 from app.content.loader import Catalog, load_catalog
 from app.content.localized import (
@@ -21,6 +23,7 @@ from app.content.localized import (
     localize_course,
     localize_lesson,
 )
+from app.content.markdown import render_markdown
 from app.content.schemas import Text
 from grader.contract import ExerciseSpec
 
@@ -55,6 +58,11 @@ class QuizVerdict:
     correct: bool
     answer: str
     explanation: str
+
+    @property
+    def explanation_html(self) -> Markup:
+        """The explanation's Markdown as HTML, as step bodies are shown."""
+        return render_markdown(self.explanation)
 
 
 @dataclass

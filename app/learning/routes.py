@@ -154,7 +154,10 @@ def answer_quiz(
         )
         recorded = not rejected
     return QuizVerdictPublic(
-        correct=verdict.correct, explanation=verdict.explanation, recorded=recorded
+        correct=verdict.correct,
+        explanation=verdict.explanation,
+        explanation_html=str(verdict.explanation_html),
+        recorded=recorded,
     )
 
 

@@ -135,5 +135,6 @@ class QuizAnswerIn(BaseModel):
 
 class QuizVerdictPublic(BaseModel):
     correct: bool
-    explanation: str
+    explanation: str = Field(description="The explanation as Markdown.")
+    explanation_html: str = Field(description="The explanation rendered as HTML.")
     recorded: bool = Field(description="True when saved to the signed-in learner's progress.")

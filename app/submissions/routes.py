@@ -17,11 +17,17 @@ from app.auth.deps import CurrentLearner
 from app.auth.errors import ErrorBody, ValidationErrorBody
 from app.db import SessionDep, unit_of_work
 from app.i18n import LocaleDep, resolve_locale, translate
-from app.submissions import service, sse
+from app.submissions import event_schemas, service, sse
 from app.submissions.backends import GradingBackend, make_backend
 from app.submissions.config import get_submission_settings
 from app.submissions.errors import DraftNotFound, SubmissionError
 from app.submissions.models import Submission
+from app.submissions.rendering import (
+    ResultLocaleDep,
+    render_event,
+    render_result,
+    render_summary,
+)
 from app.submissions.schemas import (
     EXERCISE_ID_PATTERN,
     DraftPublic,
@@ -32,6 +38,7 @@ from app.submissions.schemas import (
     SubmissionPublic,
     SubmissionSummary,
 )
+from grader.contract import Result
 
 api_router = APIRouter(tags=["submissions"])
 
@@ -71,9 +78,12 @@ def _wake_after_commit(request: Request, session: Session) -> None:
         event.listen(session, "after_commit", lambda _session: backend.wake(), once=True)
 
 
-def _public(session: Session, submission: Submission) -> SubmissionPublic:
+def _public(session: Session, submission: Submission, locale: str) -> SubmissionPublic:
     public = SubmissionPublic.model_validate(submission)
     public.queue_position = service.queue_position(session, submission)
+    if submission.result is not None:
+        rendered = render_result(submission.result, submission.exercise, locale)
+        public.result = Result.model_validate(rendered)
     return public
 
 
@@ -120,6 +130,7 @@ def create_submission(
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
+    locale: ResultLocaleDep,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> SubmissionList:
@@ -132,7 +143,7 @@ def list_submissions(
                 exercise=row.exercise,
                 status=row.status,
                 outcome=(row.result or {}).get("status"),
-                summary=(row.result or {}).get("summary"),
+                summary=render_summary(row.result, locale),
                 created_at=row.created_at,
             )
             for row in rows
@@ -144,43 +155,51 @@ def list_submissions(
     "/submissions/{submission_id}", response_model=SubmissionPublic, responses=_errors(401, 404)
 )
 def read_submission(
-    session: SessionDep, learner: CurrentLearner, submission_id: uuid.UUID
+    response: Response,
+    session: SessionDep,
+    learner: CurrentLearner,
+    locale: ResultLocaleDep,
+    submission_id: uuid.UUID,
 ) -> SubmissionPublic:
-    """One of the learner's own submissions, with its Result once graded."""
+    """One of the learner's own submissions, with its Result once graded, in the viewer's
+    language (`?locale=`, the language cookie, then Accept-Language)."""
     submission = service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
-    return _public(session, submission)
+    response.headers["Content-Language"] = locale
+    return _public(session, submission, locale)
 
 
 @api_router.get(
     "/submissions/{submission_id}/events",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "Server-Sent Events: queued, status, output, check, done.",
-        },
-        **_errors(401, 404),
-    },
+    responses={200: event_schemas.openapi_response(), **_errors(401, 404)},
 )
 def submission_events(
     request: Request,
     session: SessionDep,
     sessions: SessionFactoryDep,
     learner: CurrentLearner,
+    locale: ResultLocaleDep,
     submission_id: uuid.UUID,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
-    """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume."""
-    service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume. Checks and
+    the Result come in the viewer's language, as for `GET /submissions/{id}`."""
+    submission = service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    exercise = submission.exercise
     return StreamingResponse(
         sse.stream(
             sessions,
             submission_id,
             last_event_id=sse.parse_last_event_id(last_event_id),
             is_disconnected=request.is_disconnected,
+            render=lambda kind, data: render_event(kind, data, exercise, locale),
         ),
         media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        headers={
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+            "Content-Language": locale,
+        },
     )
 
 

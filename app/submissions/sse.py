@@ -74,7 +74,11 @@ async def stream(
     last_event_id: int = 0,
     is_disconnected: Callable[[], Any] | None = None,
     poll_seconds: float = 0.2,
+    render: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> AsyncIterator[str]:
+    """The events after `last_event_id`; `render(kind, data)` adapts each payload (the viewer's
+    language) before it is sent."""
+    shown = render or (lambda _kind, data: data)
     yield f"retry: {RETRY_MS}\n\n"
     after = last_event_id
     last_position: int | None = None
@@ -87,13 +91,15 @@ async def stream(
             last_sent = time.monotonic()
         for event_id, kind, data in snap.events:
             after = event_id
-            yield format_event(kind, data, event_id)
+            yield format_event(kind, shown(kind, data), event_id)
             last_sent = time.monotonic()
             if kind == "done":
                 return
         if not snap.events and snap.status not in ("queued", "running"):
             # Ended without a stored `done` (should not happen): say so from the row itself.
-            yield format_event("done", {"status": snap.status, "result": snap.result})
+            yield format_event(
+                "done", shown("done", {"status": snap.status, "result": snap.result})
+            )
             return
         if is_disconnected is not None and await is_disconnected():
             return

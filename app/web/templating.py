@@ -18,6 +18,7 @@ from starlette.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
 from app.i18n import LOCALE_NAMES, SUPPORTED_LOCALES, get_translations, resolve_locale
+from app.web.assets import content_version
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
 STATIC_DIR = REPO_ROOT / "static"
@@ -36,12 +37,8 @@ templates = Jinja2Templates(env=_env)
 
 
 def static_url(path: str) -> str:
-    """/static/<path>?v=<mtime>: browsers cache assets and still see a changed file."""
-    try:
-        version = int((STATIC_DIR / path).stat().st_mtime)
-    except OSError:
-        version = 0
-    return f"/static/{path}?v={version}"
+    """/static/<path>?v=<content hash>: cached for a year, and a changed file gets a new URL."""
+    return f"/static/{path}?v={content_version(STATIC_DIR / path)}"
 
 
 def template_exists(name: str) -> bool:

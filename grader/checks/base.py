@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grader.i18n import Message, msg
+
 Status = Literal["pass", "fail", "skip"]
 
 
@@ -138,9 +140,15 @@ class RunView:
         return bool(self.ranks) and all((r.end or {}).get("status") == "ok" for r in self.ranks)
 
     def not_reached(self, what: str) -> Outcome | None:
-        """A skip for a check whose evidence is missing because the run stopped early."""
+        """A skip for a check whose evidence is missing because the run stopped early. `what`
+        made with `grader.i18n.msg` is translated with the sentence; a plain string is not."""
         if self.complete:
             return None
+        if isinstance(what, Message):
+            return Outcome(
+                "skip",
+                msg("run.not_reached", "Not judged: the run stopped before {what}.", what=what),
+            )
         return Outcome("skip", f"Not judged: the run stopped before {what}.")
 
 

@@ -14,10 +14,10 @@ from grader.checks.base import (
     check,
     failed,
     index_ranges,
-    ordinal,
     passed,
     skipped,
 )
+from grader.i18n import Message, msg
 
 PICTURE_MAX_INDICES = 4096
 
@@ -64,18 +64,25 @@ def sampler_artifact(run: RunView) -> dict[str, Any]:
 def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
     if not any(epochs.values()):
-        if early := run.not_reached("the ranks reported the data they trained on"):
+        reported = msg("sampler.reached_report", "the ranks reported the data they trained on")
+        if early := run.not_reached(reported):
             return early
         if not run.events("step"):
-            return failed("No optimizer step was taken, so no data drove training.")
+            return failed(
+                msg("sampler.no_step", "No optimizer step was taken, so no data drove training.")
+            )
         if judged := _hand_made_shards(run):
             return judged
         return failed(
-            "No DataLoader or DistributedSampler handed out the data of the training steps, so "
-            "the grader could not see that each rank trained on its own shard."
+            msg(
+                "sampler.no_loader",
+                "No DataLoader or DistributedSampler handed out the data of the training steps, "
+                "so the grader could not see that each rank trained on its own shard.",
+            )
         )
     n_epochs = min(len(v) for v in epochs.values())
-    if n_epochs == 0 and (early := run.not_reached("every rank reported the data it trained on")):
+    every = msg("sampler.reached_every", "every rank reported the data it trained on")
+    if n_epochs == 0 and (early := run.not_reached(every)):
         return early
     for i in range(n_epochs):
         its = {rank: v[i] for rank, v in epochs.items()}
@@ -97,10 +104,18 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                     smaller = min(len(its[a].get("samples", [])), len(its[b].get("samples", [])))
                     if shared > max(pad, 0.05 * smaller, 1):
                         return failed(
-                            f"Rank {a} and rank {b} both trained on {shared} of the same samples "
-                            f"in their {ordinal(i + 1)} pass over the data (of the {smaller} "
-                            "compared): each rank built its own dataset, but they hold the same "
-                            "samples.",
+                            msg(
+                                "sampler.same_samples",
+                                "Rank {a} and rank {b} both trained on {shared} of the same "
+                                "samples in their {n:ordinal} pass over the data (of the "
+                                "{smaller} compared): each rank built its own dataset, but they "
+                                "hold the same samples.",
+                                a=a,
+                                b=b,
+                                shared=shared,
+                                n=i + 1,
+                                smaller=smaller,
+                            ),
                             rank=b,
                             line=its[b].get("line"),
                         )
@@ -111,15 +126,27 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                 if len(common) > pad:
                     everything = dataset_len is not None and len(common) >= dataset_len
                     what = (
-                        f"all {dataset_len} samples"
+                        msg("sampler.all_samples", "all {n} samples", n=dataset_len)
                         if everything
-                        else f"{len(common)} of the same samples "
-                        f"(indices {index_ranges(list(common))})"
+                        else msg(
+                            "sampler.some_samples",
+                            "{n} of the same samples (indices {indices})",
+                            n=len(common),
+                            indices=index_ranges(list(common)),
+                        )
                     )
                     why = _why_overlap(run, its[a], its[b], a, b)
                     return failed(
-                        f"Rank {a} and rank {b} both saw {what} in their {ordinal(i + 1)} pass "
-                        f"over the data.{why}",
+                        msg(
+                            "sampler.overlap",
+                            "Rank {a} and rank {b} both saw {what} in their {n:ordinal} pass "
+                            "over the data. {why}",
+                            a=a,
+                            b=b,
+                            what=what,
+                            n=i + 1,
+                            why=why,
+                        ),
                         rank=b,
                         line=its[b].get("line"),
                     )
@@ -138,19 +165,44 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                 missing = (
                     ""
                     if its[0].get("mapped")
-                    else f"; no rank saw indices {index_ranges(unseen_indices)}"
+                    else msg(
+                        "sampler.unseen_indices",
+                        "; no rank saw indices {indices}",
+                        indices=index_ranges(unseen_indices),
+                    )
+                )
+                counts = {"n": i + 1, "seen": len(union), "total": loader_len}
+                partial = (
+                    msg(
+                        "sampler.partial",
+                        "In their {n:ordinal} pass over the data the ranks together saw only "
+                        "{seen} of the {total} samples{missing}.",
+                        missing=missing,
+                        **counts,
+                    )
+                    if len(its) > 1
+                    else msg(
+                        "sampler.partial_one",
+                        "In its {n:ordinal} pass over the data rank 0 saw only {seen} of the "
+                        "{total} samples{missing}.",
+                        missing=missing,
+                        **counts,
+                    )
                 )
                 return failed(
-                    f"In their {ordinal(i + 1)} pass over the data "
-                    f"{'the ranks together' if len(its) > 1 else 'rank 0'} "
-                    f"saw only {len(union)} of the {loader_len} samples{missing}.",
+                    partial,
                     rank=0,
                     line=its[0].get("line"),
                 )
     sizes = ", ".join(f"rank {r}: {v[0]['count']}" for r, v in sorted(epochs.items()) if v)
     return passed(
-        f"In each of the {n_epochs} training epochs the ranks saw disjoint shards "
-        f"({sizes} samples)."
+        msg(
+            "sampler.disjoint",
+            "In each of the {epochs} training epochs the ranks saw disjoint shards "
+            "({sizes} samples).",
+            epochs=n_epochs,
+            sizes=sizes,
+        )
     )
 
 
@@ -184,57 +236,87 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
             if shared > max(1.0, 0.05 * smaller):
                 forward = views[b].first("ddp_forward") or {}
                 return failed(
-                    f"Rank {a} and rank {b} both trained on {shared} of the same samples in "
-                    f"their first pass over the data (of the {smaller} samples the smaller pass "
-                    "held; judged from the batches fed to the DDP model, as no DataLoader handed "
-                    "them out): nothing split the data between the ranks.",
+                    msg(
+                        "sampler.hand_made_overlap",
+                        "Rank {a} and rank {b} both trained on {shared} of the same samples in "
+                        "their first pass over the data (of the {smaller} samples the smaller "
+                        "pass held; judged from the batches fed to the DDP model, as no "
+                        "DataLoader handed them out): nothing split the data between the ranks.",
+                        a=a,
+                        b=b,
+                        shared=shared,
+                        smaller=smaller,
+                    ),
                     rank=b,
                     line=forward.get("line"),
                 )
     if run.world_size == 1:
-        return passed("Only one rank ran; its data needed no split.")
+        return passed(msg("sampler.one_rank", "Only one rank ran; its data needed no split."))
     return passed(
-        "No DataLoader handed out the data; judged from the batches each rank fed its DDP "
-        f"model, the ranks trained on disjoint samples in their first pass ({sizes} samples)."
+        msg(
+            "sampler.hand_made_disjoint",
+            "No DataLoader handed out the data; judged from the batches each rank fed its DDP "
+            "model, the ranks trained on disjoint samples in their first pass ({sizes} samples).",
+            sizes=sizes,
+        )
     )
 
 
-def _why_overlap(run: RunView, it_a: dict[str, Any], it_b: dict[str, Any], a: int, b: int) -> str:
+def _why_overlap(
+    run: RunView, it_a: dict[str, Any], it_b: dict[str, Any], a: int, b: int
+) -> Message:
     """Why two ranks' passes over the same data overlapped, from how their samplers were set up."""
     for rank, it in ((b, it_b), (a, it_a)):
         if not it.get("distributed"):
-            return (
-                f" Rank {rank} used no DistributedSampler, and without one every rank reads the "
-                "whole dataset."
+            return msg(
+                "sampler.why_no_sampler",
+                "Rank {rank} used no DistributedSampler, and without one every rank reads the "
+                "whole dataset.",
+                rank=rank,
             )
     for rank, it in ((a, it_a), (b, it_b)):
         replicas, own = it.get("num_replicas"), it.get("sampler_rank")
         if replicas is not None and (replicas != run.world_size or own != rank):
-            return (
-                f" Rank {rank}'s DistributedSampler was built for rank {own} of {replicas}, not "
-                f"for its own rank {rank} of {run.world_size}."
+            return msg(
+                "sampler.why_wrong_replica",
+                "Rank {rank}'s DistributedSampler was built for rank {own} of {replicas}, not "
+                "for its own rank {rank} of {world_size}.",
+                rank=rank,
+                own=own,
+                replicas=replicas,
+                world_size=run.world_size,
             )
     if it_a.get("seed") != it_b.get("seed"):
-        return (
-            f" Their DistributedSamplers shuffled with different seeds ({it_a.get('seed')} on rank "
-            f"{a}, {it_b.get('seed')} on rank {b}), so each drew its own permutation and their "
-            "slices of it overlap."
+        return msg(
+            "sampler.why_seeds",
+            "Their DistributedSamplers shuffled with different seeds ({seed_a} on rank {a}, "
+            "{seed_b} on rank {b}), so each drew its own permutation and their slices of it "
+            "overlap.",
+            seed_a=it_a.get("seed"),
+            seed_b=it_b.get("seed"),
+            a=a,
+            b=b,
         )
     if it_a.get("epoch") != it_b.get("epoch"):
-        return (
-            " Their DistributedSamplers were at different epochs (set_epoch gave them "
-            f"{it_a.get('epoch')} on rank {a} and {it_b.get('epoch')} on rank {b}), so each "
-            "sliced a different permutation."
+        return msg(
+            "sampler.why_epochs",
+            "Their DistributedSamplers were at different epochs (set_epoch gave them {epoch_a} "
+            "on rank {a} and {epoch_b} on rank {b}), so each sliced a different permutation.",
+            epoch_a=it_a.get("epoch"),
+            epoch_b=it_b.get("epoch"),
+            a=a,
+            b=b,
         )
     if it_a.get("subset") != it_b.get("subset"):
-        return (
-            " Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
+        return msg(
+            "sampler.why_subset",
+            "Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
             "from random_split) selects different samples on each rank, so different positions "
             "lead to the same samples (and other samples are never used). Seed the generator "
             "of the split so that every rank draws the same one: random_split(dataset, "
-            "lengths, generator=torch.Generator().manual_seed(0))."
+            "lengths, generator=torch.Generator().manual_seed(0)).",
         )
-    return " Their samplers handed out overlapping indices."
+    return msg("sampler.why_overlap", "Their samplers handed out overlapping indices.")
 
 
 @check(
@@ -247,16 +329,27 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
     dist_its = {r: [it for it in v if it.get("distributed")] for r, v in epochs.items()}
     if not any(dist_its.values()):
-        return run.not_reached("a DistributedSampler drove a training epoch") or skipped(
-            "No DistributedSampler drove training, so there was no shuffle to renew."
+        drove = msg("sampler.reached_sampler", "a DistributedSampler drove a training epoch")
+        return run.not_reached(drove) or skipped(
+            msg(
+                "sampler.no_distributed_sampler",
+                "No DistributedSampler drove training, so there was no shuffle to renew.",
+            )
         )
     if not any(it.get("shuffle") for v in dist_its.values() for it in v):
         return skipped(
-            "The DistributedSampler does not shuffle, so set_epoch has nothing to change."
+            msg(
+                "sampler.no_shuffle",
+                "The DistributedSampler does not shuffle, so set_epoch has nothing to change.",
+            )
         )
     if max(len(v) for v in dist_its.values()) < 2:
-        return run.not_reached("a second training epoch") or skipped(
-            "Training ran for a single epoch, so there was no next shuffle to check."
+        second = msg("sampler.reached_second_epoch", "a second training epoch")
+        return run.not_reached(second) or skipped(
+            msg(
+                "sampler.one_epoch",
+                "Training ran for a single epoch, so there was no next shuffle to check.",
+            )
         )
     for rank, its in sorted(dist_its.items()):
         # Passes over the same data, in order (a fresh sampler every epoch is the same stream).
@@ -268,23 +361,40 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
             if repeat is None:
                 continue
             n, prev, cur = repeat
-            start = f" (starting {', '.join(map(str, cur['indices'][:5]))}, ...)"
+            start = ", ".join(map(str, cur["indices"][:5]))
             if _same_seed_and_epoch(prev, cur):
-                why = (
-                    f"both times its DistributedSampler shuffled with seed {cur.get('seed')} and "
-                    f"epoch {cur.get('epoch')} (the value set_epoch last gave it), and the same "
-                    "seed and epoch give the same order"
+                why = msg(
+                    "sampler.why_same_seed",
+                    "both times its DistributedSampler shuffled with seed {seed} and epoch "
+                    "{epoch} (the value set_epoch last gave it), and the same seed and epoch "
+                    "give the same order",
+                    seed=cur.get("seed"),
+                    epoch=cur.get("epoch"),
                 )
             else:
-                why = "the sampler handed out the same order again"
+                why = msg("sampler.why_same_order", "the sampler handed out the same order again")
             return failed(
-                f"Rank {rank} trained on the same shuffle in its {ordinal(n - 1)} and {ordinal(n)} "
-                f"passes over the data{start}: {why}.",
+                msg(
+                    "sampler.same_shuffle",
+                    "Rank {rank} trained on the same shuffle in its {before:ordinal} and "
+                    "{n:ordinal} passes over the data (starting {start}, ...): {why}.",
+                    rank=rank,
+                    before=n - 1,
+                    n=n,
+                    start=start,
+                    why=why,
+                ),
                 rank=rank,
                 line=cur.get("line"),
             )
     n = max(len(v) for v in dist_its.values())
-    return passed(f"Each of the {n} training epochs used a new shuffle on every rank.")
+    return passed(
+        msg(
+            "sampler.new_shuffle",
+            "Each of the {epochs} training epochs used a new shuffle on every rank.",
+            epochs=n,
+        )
+    )
 
 
 def _repeated_epoch(

@@ -13,9 +13,30 @@
     var meter = root.querySelector(".step-meter span");
     var prev = root.querySelector('[data-step-nav="prev"]');
     var next = root.querySelector('[data-step-nav="next"]');
+    var after = root.querySelector('[data-step-nav="after"]');
     var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
     var current = parseInt(root.getAttribute("data-current"), 10) || 1;
     var total = cards.length;
+    var meterBox = root.querySelector(".step-meter");
+    var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
+
+    // The meter counts the whole sequence; past the steps, the part in view is the quick check
+    // (the step count plus one) or an exercise (after the quick check).
+    function setMeter(position) {
+      if (meter) meter.style.width = (100 * Math.min(position, parts) / parts).toFixed(1) + "%";
+    }
+    function partOf(hash) {
+      if (hash === "#quiz" || hash.indexOf("#quiz-") === 0) return total + 1;
+      var exercises = Array.prototype.slice.call(document.querySelectorAll(".exercise[id]"));
+      var quiz = document.getElementById("quiz") ? 1 : 0;
+      if (hash === "#exercises") return total + quiz + 1;
+      var found = exercises.findIndex(function (node) { return "#" + node.id === hash; });
+      return found >= 0 ? total + quiz + found + 1 : 0;
+    }
+    window.addEventListener("hashchange", function () {
+      var part = partOf(window.location.hash);
+      if (part) setMeter(part);
+    });
 
     function stepUrl(index) {
       var url = new URL(window.location.href);
@@ -37,10 +58,14 @@
       cards.forEach(function (card, i) { card.hidden = i + 1 !== index; });
       var card = cards[index - 1];
       status.textContent = card.getAttribute("data-progress-label");
-      if (meter) meter.style.width = (100 * index / total).toFixed(1) + "%";
+      setMeter(index);
       root.setAttribute("data-current", String(index));
       setLink(prev, Math.max(index - 1, 1), index <= 1);
-      setLink(next, Math.min(index + 1, total), index >= total);
+      setLink(next, Math.min(index + 1, total), index >= total && !after);
+      if (after) {
+        next.hidden = index >= total;
+        after.hidden = index < total;
+      }
       root.querySelectorAll("[data-step-link]").forEach(function (link) {
         if (parseInt(link.getAttribute("data-step-link"), 10) === index) link.setAttribute("aria-current", "step");
         else link.removeAttribute("aria-current");
@@ -48,8 +73,12 @@
       var url = stepUrl(index);
       history.replaceState({ step: index }, "", url.pathname + url.search + url.hash);
       if (moveFocus) {
+        // Focus the new title without scrolling, then bring the card's top into view only when it
+        // is above the screen: on a phone the buttons stay where the thumb is.
         var title = card.querySelector(".step-card__title");
-        if (title) title.focus({ preventScroll: false });
+        if (title) title.focus({ preventScroll: true });
+        var top = root.getBoundingClientRect().top;
+        if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });
       }
       document.dispatchEvent(new CustomEvent("rdv:step", {
         detail: { lessonId: lessonId, stepId: card.getAttribute("data-step-id"), index: index, total: total }
@@ -110,7 +139,7 @@
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
       }).then(function (data) {
-        showVerdict(feedback, Boolean(data.correct), data.explanation || "");
+        showVerdict(feedback, Boolean(data.correct), data.explanation_html || "");
         markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
         button.disabled = false;
       }).catch(function () {
@@ -133,14 +162,21 @@
     choice.appendChild(mark);
   }
 
-  function showVerdict(feedback, correct, explanation) {
+  // The explanation comes as HTML rendered by the server from the lesson's Markdown (raw HTML
+  // in a lesson is escaped there), like the step bodies.
+  function showVerdict(feedback, correct, explanationHtml) {
     feedback.textContent = "";
+    var box = document.createElement("div");
+    box.className = "verdict " + (correct ? "verdict--correct" : "verdict--wrong");
     var p = document.createElement("p");
-    p.className = "verdict " + (correct ? "verdict--correct" : "verdict--wrong");
     var strong = document.createElement("strong");
     strong.textContent = feedback.getAttribute(correct ? "data-correct-label" : "data-wrong-label");
     p.appendChild(strong);
-    p.appendChild(document.createTextNode(" " + explanation));
-    feedback.appendChild(p);
+    box.appendChild(p);
+    var prose = document.createElement("div");
+    prose.className = "prose";
+    prose.innerHTML = explanationHtml;
+    box.appendChild(prose);
+    feedback.appendChild(box);
   }
 })();

@@ -8,9 +8,12 @@
   window.RdvSubmit = { version: 1 };
 
   const API = "/api/v1";
+  // Results and live events in the page's language, whatever the code was submitted in.
+  const LOCALE = "locale=" + encodeURIComponent(document.documentElement.lang || "en");
   const SVG_NS = "http://www.w3.org/2000/svg";
   const RANK_COLOURS = ["#0b5cad", "#e36209", "#116329", "#8250df", "#bf3989", "#1b7c83", "#9a6700", "#57606a"];
-  const OVERLAP_COLOUR = "#1b1f24";
+  const OVERLAP_COLOUR = "url(#rdv-overlap)";
+  const OVERLAP_SWATCH = "repeating-linear-gradient(45deg, #cf222e 0 3px, #ffffff 3px 6px)";
   const UNSEEN_COLOUR = "#eaeef2";
 
   function fmt(template, values) {
@@ -111,7 +114,29 @@
         onChange: (value) => this.changed(value),
       });
       const content = host.querySelector(".cm-content");
-      if (content) content.setAttribute("aria-describedby", fallback.getAttribute("aria-describedby"));
+      if (content) {
+        content.setAttribute("aria-describedby", fallback.getAttribute("aria-describedby"));
+        // The editable area is the scroll area's keyboard stop (it is already in the tab
+        // order; saying so lets checkers see the scroller can be reached by keyboard).
+        content.setAttribute("tabindex", "0");
+      }
+    }
+
+    // "rank N, line L" in a result: put the cursor on line L of the editor and show it.
+    goToLine(number) {
+      const view = this.editor && this.editor.view;
+      if (view) {
+        const line = view.state.doc.line(Math.min(Math.max(1, number), view.state.doc.lines));
+        view.dispatch({ selection: { anchor: line.from, head: line.to }, scrollIntoView: true });
+        view.focus();
+        return;
+      }
+      const area = this.$("fallback");
+      const lines = area.value.split("\n");
+      const index = Math.min(Math.max(1, number), lines.length) - 1;
+      const start = lines.slice(0, index).reduce((sum, text) => sum + text.length + 1, 0);
+      area.focus();
+      area.setSelectionRange(start, start + lines[index].length);
     }
 
     readLocal() {
@@ -172,6 +197,35 @@
 
     status(text) { this.$("status").textContent = text || ""; }
 
+    // The elapsed time since Submit, once a second (not announced: the stage line is).
+    startTimer(since) {
+      this.stopTimer();
+      this.startedAt = since || Date.now();
+      const timer = this.$("timer");
+      const tick = () => {
+        const seconds = Math.max(0, Math.floor((Date.now() - this.startedAt) / 1000));
+        timer.textContent = fmt(this.t.elapsed, { time: `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}` });
+      };
+      tick();
+      timer.hidden = false;
+      this.timer = setInterval(tick, 1000);
+    }
+
+    stopTimer() {
+      if (this.timer) clearInterval(this.timer);
+      this.timer = null;
+    }
+
+    // "Launch 2 of 2: 1 process, again with 1 process to catch a hard-coded 2."
+    launchText(data) {
+      const size = data.nnodes > 1
+        ? fmt(this.t.launch_nodes, { nodes: data.nnodes, size: data.world_size })
+        : fmt(data.world_size === 1 ? this.t.launch_one : this.t.launch_many, { size: data.world_size });
+      const why = this.t["why_" + data.reason_id];
+      const reason = why ? fmt(why, { size: data.world_size, first: data.first_world_size, nodes: data.nnodes }) : (data.reason || "");
+      return fmt(this.t.launch, { index: data.index, count: data.count, size, reason });
+    }
+
     error(text) {
       const box = this.$("error");
       box.textContent = text || "";
@@ -208,6 +262,7 @@
         return;
       }
       this.clearRun();
+      this.startTimer();
       this.follow(answer.data.id);
     }
 
@@ -217,10 +272,11 @@
       if (!row) return;
       if (row.status === "queued" || row.status === "running") {
         this.setRunning(true);
+        this.startTimer(Date.parse(row.created_at) || Date.now());
         this.follow(row.id);
         return;
       }
-      const full = await api(this.root, "GET", "/submissions/" + row.id);
+      const full = await api(this.root, "GET", `/submissions/${row.id}?${LOCALE}`);
       if (full.ok && full.data.result) this.showResult(full.data.status, full.data.result, false);
     }
 
@@ -232,12 +288,13 @@
       this.$("results").hidden = true;
       this.$("sampler").hidden = true;
       this.$("stacks").hidden = true;
+      this.$("next").hidden = true;
     }
 
     follow(id) {
       this.submissionId = id;
       if (this.source) this.source.close();
-      const source = new EventSource(`${API}/submissions/${id}/events`);
+      const source = new EventSource(`${API}/submissions/${id}/events?${LOCALE}`);
       this.source = source;
       const on = (name, handler) =>
         source.addEventListener(name, (event) => handler(JSON.parse(event.data)));
@@ -246,6 +303,11 @@
         if (data.status === "retrying") {
           this.clearRun();
           this.status(this.t.retrying);
+        } else if (data.status === "launch") {
+          const text = this.launchText(data);
+          this.status(text);
+          // The panes that follow belong to this launch: say which and why above them.
+          this.$("ranks").append(el("p", { className: "sub__launch", "data-launch": data.index, text }));
         } else if (this.t[data.status]) {
           this.status(this.t[data.status]);
         }
@@ -264,7 +326,7 @@
     }
 
     async poll(id) {
-      const read = await api(this.root, "GET", "/submissions/" + id).catch(() => null);
+      const read = await api(this.root, "GET", `/submissions/${id}?${LOCALE}`).catch(() => null);
       if (read && read.ok && read.data.result) {
         this.showResult(read.data.status, read.data.result, true);
         return;
@@ -299,30 +361,44 @@
 
     // ---- results -----------------------------------------------------------------------
     addCheck(check, live) {
-      const list = this.$("checks");
-      const existing = list.querySelector(`[data-check="${CSS.escape(check.id)}"]`);
+      const list = this.$(check.status === "pass" ? "passed-list" : "checks");
+      const existing = this.root.querySelector(`.sub__check[data-check="${CSS.escape(check.id)}"]`);
       const where = check.rank != null && check.line != null
         ? fmt(this.t.where_rank_line, { rank: check.rank, line: check.line })
         : check.rank != null ? fmt(this.t.where_rank, { rank: check.rank })
           : check.line != null ? fmt(this.t.where_line, { line: check.line }) : "";
+      let whereNode = null;
+      if (where && check.line != null) {
+        const link = el("button", { type: "button", className: "link-button sub__line", "data-line": check.line, title: this.t.go_to_line, text: where });
+        link.addEventListener("click", () => this.goToLine(Number(check.line)));
+        whereNode = el("span", { className: "sub__where" }, " (", link, ")");
+      } else if (where) {
+        whereNode = el("span", { className: "sub__where", text: " (" + where + ")" });
+      }
       const item = el(
         "li",
         { className: `sub__check sub__check--${check.status}`, "data-check": check.id, "data-status": check.status },
         el("span", { className: "sub__badge", text: this.t[check.status] || check.status }),
         el("strong", { className: "sub__check-title", text: check.title || check.id }),
-        where ? el("span", { className: "sub__where", text: " (" + where + ")" }) : null,
+        whereNode,
         check.message ? el("p", { className: "sub__message" }, withCode(check.message)) : null,
         check.hint && check.status === "fail"
           ? el("p", { className: "sub__hint" }, el("strong", { text: this.t.hint + " " }), withCode(check.hint))
           : null,
       );
-      if (existing) existing.replaceWith(item);
-      else list.append(item);
+      if (existing) existing.remove();
+      const order = { fail: 0, skip: 1, pass: 2 };
+      const after = [...list.children].find((node) => (order[node.dataset.status] ?? 3) > (order[check.status] ?? 3));
+      list.insertBefore(item, after || null);
+      const passed = this.$("passed-list").children.length;
+      this.$("passed").hidden = passed === 0;
+      this.$("passed-count").textContent = fmt(this.t.passed_count, { n: passed });
       if (live) this.$("results").hidden = false;
     }
 
     showResult(status, result, focus) {
       this.setRunning(false);
+      this.stopTimer();
       this.status("");
       if (!result) return;
       const outcome = result.status;
@@ -336,7 +412,9 @@
       );
       if (outcome === "error" && result.error) summary.append(el("span", { className: "sub__detail", text: " " + result.error }));
       this.$("checks").replaceChildren();
+      this.$("passed-list").replaceChildren();
       for (const check of result.checks || []) this.addCheck(check, false);
+      this.$("next").hidden = outcome !== "pass";
       // Panes filled live are kept; without them (a reload), show the deciding run's output.
       const streamed = this.panes.size > 0;
       const size = result.launch && result.launch.world_size;
@@ -348,7 +426,11 @@
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
       this.showStacks(result.ranks || []);
-      if (focus) this.$("results").focus({ preventScroll: false });
+      // The verdict, not the middle of the check list: scrolled into view, focused, announced.
+      if (focus) {
+        summary.focus({ preventScroll: true });
+        summary.scrollIntoView({ block: "start", behavior: "auto" });
+      }
     }
 
     showStacks(ranks) {
@@ -403,6 +485,24 @@
     const title = document.createElementNS(SVG_NS, "title");
     title.textContent = t.sampler_title;
     svg.append(title);
+    // Overlap: red and white stripes, so a run where every rank saw everything is not a black bar.
+    const defs = document.createElementNS(SVG_NS, "defs");
+    const pattern = document.createElementNS(SVG_NS, "pattern");
+    pattern.setAttribute("id", "rdv-overlap");
+    pattern.setAttribute("patternUnits", "userSpaceOnUse");
+    pattern.setAttribute("width", String(cell * 2));
+    pattern.setAttribute("height", String(cell * 2));
+    pattern.setAttribute("patternTransform", "rotate(45)");
+    // Paths, not rects: every rect of the picture is a run of dataset indices (data-owner).
+    const back = document.createElementNS(SVG_NS, "path");
+    back.setAttribute("d", `M0 0h${cell * 2}v${cell * 2}H0z`);
+    back.setAttribute("fill", "#ffffff");
+    const stripe = document.createElementNS(SVG_NS, "path");
+    stripe.setAttribute("d", `M0 0h${cell}v${cell * 2}H0z`);
+    stripe.setAttribute("fill", "#cf222e");
+    pattern.append(back, stripe);
+    defs.append(pattern);
+    svg.append(defs);
     const rows = el("ul", { className: "sub__sampler-rows" });
     epochs.forEach((epoch, row) => {
       const owner = new Array(size).fill(-1);
@@ -440,7 +540,7 @@
     for (const rank of ranks) {
       legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${RANK_COLOURS[rank % RANK_COLOURS.length]}` }), fmt(t.rank, { n: rank })));
     }
-    legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${OVERLAP_COLOUR}` }), t.overlap));
+    legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${OVERLAP_SWATCH}` }), t.overlap));
     legend.append(el("li", {}, el("span", { className: "sub__swatch sub__swatch--unseen", style: `background:${UNSEEN_COLOUR}` }), t.unseen));
     const figure = el("figure", { className: "sub__figure" });
     figure.append(svg, legend, rows);

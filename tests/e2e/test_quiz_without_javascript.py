@@ -39,7 +39,8 @@ def test_a_no_js_answer_shows_up_on_the_course_page(browser: Any, live_server: L
         page.fill("#email", f"nojs-{uuid.uuid4().hex[:8]}@example.org")
         page.fill("#password", "correct horse battery")
         page.click("form.auth-form button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        page.wait_for_url(f"{live_server.url}/?welcome=1")  # a new account is welcomed once
+        assert "No Script" in page.locator(".notice--welcome").inner_text()
 
         before = card(page, LESSON.id)
         assert before.locator("[data-action]").get_attribute("data-action") == "start"

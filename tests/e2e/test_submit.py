@@ -125,9 +125,23 @@ def test_the_starter_fails_with_hints_and_the_sampler_picture_on_a_phone(
     page.keyboard.press("Escape")
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.dataset.role") == "submit"
+    # Every stage the learner is shown, in order (the status line is a live region).
+    section.evaluate(
+        """s => { window.rdvStages = [];
+          const line = s.querySelector('[data-role="status"]');
+          new MutationObserver(() => window.rdvStages.push(line.textContent))
+            .observe(line, { childList: true, subtree: true }); }"""
+    )
     page.keyboard.press("Enter")  # submit the starter as it is
+    section.locator('[data-role="timer"]', has_text="elapsed").wait_for()
 
     section.locator(".sub__summary--fail").wait_for(timeout=GRADE_TIMEOUT_MS)
+    stages = [text for text in page.evaluate("window.rdvStages") if text]
+    launches = [text for text in stages if text.startswith("Launch ")]
+    assert launches and launches[0].startswith("Launch 1 of "), stages
+    assert any(text.startswith("Checking") for text in stages), stages
+    # The verdict is on screen and focused; failed checks first; passes collapsed.
+    assert page.evaluate("document.activeElement.dataset.role") == "summary"
     failed = section.locator('.sub__check[data-status="fail"]')
     result = last_result(page)
     expected = [check["id"] for check in result["checks"] if check["status"] == "fail"]

@@ -65,6 +65,11 @@ def test_lesson_solution_passes_and_starter_fails_in_the_sandbox() -> None:
     epochs = result["artifacts"]["sampler"]["epochs"]
     assert len(epochs) == 3 and set(epochs[0]["ranks"]) == {"0", "1"}
 
-    starter = _cli("--sandbox", "bwrap", "--quiet", str(EXERCISE_DIR / "starter.py"))
+    starter = _cli(
+        "--sandbox", "bwrap", "--quiet", "--locale", "tr", str(EXERCISE_DIR / "starter.py")
+    )
     assert starter.returncode == 1, starter.stdout + starter.stderr
     assert "FAIL  dist.init" in starter.stdout and "FAIL  sampler.shards" in starter.stdout
+    # --locale tr: the report's texts in Turkish (ids stay as they are).
+    assert "kontrolden" in starter.stdout.splitlines()[0]
+    assert "dist.init: Her rank süreç grubuna katılıyor" in starter.stdout

@@ -15,6 +15,7 @@ from markupsafe import escape
 from ruamel.yaml import YAML
 
 from app.config import REPO_ROOT
+from app.content.service import QuizVerdict
 from app.i18n import SUPPORTED_LOCALES, translate
 from tests.content.conftest import FIXTURE_LESSONS
 
@@ -115,7 +116,21 @@ class TestWithFixtureLessons:
         assert 'href="/lessons/second-lesson?step=3#steps"' in page  # next
         last = get_page(client, "/lessons/second-lesson", "en", params={"step": 99}).text
         assert "Step 3 of 3" in last
-        assert re.search(r'rel="next"[^>]*\n?[^>]*aria-disabled="true"', last)
+        # The last step does not dead-end: the sequence goes on to the quick check.
+        assert re.search(r'rel="next"[^>]*\n?[^>]*\bhidden>', last)
+        assert re.search(r'data-step-nav="after" href="#quiz">\s*Quick check', last)
+        assert not re.search(r'data-step-nav="after"[^>]*\bhidden>', last)
+        assert re.search(r'data-step-nav="after"[^>]*\bhidden>', page)  # not before the end
+
+    def test_quiz_explanation_is_markdown(self, client: TestClient) -> None:
+        answered = get_page(
+            client, "/lessons/second-lesson", "en", params={"question": "count", "choice": "b"}
+        ).text
+        verdict = answered[answered.index('class="verdict') :]
+        verdict = verdict[: verdict.index("</form>")]
+        assert "<p>There are three cards.</p>" in verdict
+        marked = QuizVerdict(True, "b", "Call `set_epoch` **each** epoch.").explanation_html
+        assert marked == "<p>Call <code>set_epoch</code> <strong>each</strong> epoch.</p>\n"
 
     def test_quiz_without_javascript(self, client: TestClient) -> None:
         page = get_page(client, "/lessons/second-lesson", "en").text

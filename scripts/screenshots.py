@@ -1,0 +1,116 @@
+"""`make screenshots`: desktop (1280x800) and phone (390x844) screenshots of the learner's pages,
+written to screenshots/ (git-ignored) for review.
+
+Pages: the course, a lesson step, the quick check answered, the exercise with a failed result,
+sign-in (with its error), registration, in English and Turkish; then a live submission of the
+lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
+Usage: python scripts/screenshots.py [--out DIR] [--no-live]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e.conftest import CHROMIUM, start_live_server, stop_live_server  # noqa: E402
+from tests.e2e.test_accessibility import PAGES  # noqa: E402
+
+VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
+SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
+GRADE_TIMEOUT_MS = 300_000
+
+
+def shoot_pages(browser: Any, url: str, out: Path) -> None:
+    for name, (width, height) in VIEWPORTS.items():
+        phone = name == "phone"
+        for locale in ("en", "tr"):
+            context = browser.new_context(
+                base_url=url,
+                viewport={"width": width, "height": height},
+                is_mobile=phone,
+                has_touch=phone,
+                locale=locale,
+            )
+            context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+            for open_page in PAGES:
+                page = context.new_page()
+                open_page(page)
+                page.screenshot(path=str(out / f"{open_page.__name__}-{locale}-{name}.png"))
+                page.close()
+            context.close()
+
+
+def sign_up(page: Any) -> None:
+    page.goto("/register?next=/lessons/ddp-fundamentals")
+    page.fill("#display_name", "Ada")
+    page.fill("#email", f"shots-{time.time_ns()}@example.org")
+    page.fill("#password", "correct horse battery staple")
+    page.locator("form.auth-form button[type=submit]").click()
+    page.wait_for_load_state()
+
+
+def shoot_live(browser: Any, url: str, out: Path) -> None:
+    for name, (width, height) in VIEWPORTS.items():
+        phone = name == "phone"
+        context = browser.new_context(
+            base_url=url, viewport={"width": width, "height": height}, is_mobile=phone
+        )
+        page = context.new_page()
+        sign_up(page)
+        page.screenshot(path=str(out / f"welcome-en-{name}.png"))
+        section = page.locator(SECTION)
+        section.locator(".cm-content").wait_for()
+        section.locator('[data-role="submit"]').click()
+        shots: list[tuple[str, Callable[[Any], bool]]] = [
+            ("launch", lambda s: "Launch" in s.locator('[data-role="status"]').inner_text()),
+            ("output", lambda s: s.locator(".sub__rank").count() > 0),
+        ]
+        for label, ready in shots:
+            deadline = time.monotonic() + GRADE_TIMEOUT_MS / 1000
+            while not ready(section) and time.monotonic() < deadline:
+                if section.locator(".sub__summary--fail, .sub__summary--pass").count():
+                    break
+                time.sleep(0.2)
+            section.locator('[data-role="status"]').scroll_into_view_if_needed()
+            page.screenshot(path=str(out / f"live-{label}-en-{name}.png"))
+        section.locator(".sub__summary--fail, .sub__summary--pass").wait_for(
+            timeout=GRADE_TIMEOUT_MS
+        )
+        page.screenshot(path=str(out / f"live-result-en-{name}.png"))
+        page.screenshot(path=str(out / f"live-result-full-en-{name}.png"), full_page=True)
+        context.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "screenshots")
+    parser.add_argument("--no-live", action="store_true", help="skip the live submission")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_live_server(Path(tmp), {"RDV_GRADING_AUTOSTART": "1"})
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+                shoot_pages(browser, server.url, args.out)
+                if not args.no_live:
+                    shoot_live(browser, server.url, args.out)
+                browser.close()
+        finally:
+            stop_live_server(server)
+    print(f"screenshots in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""axe-core (tests/e2e/vendor, see its README) in Chromium: no serious or critical violation on
+the course page, a lesson step, the quick check, an exercise with a failed result, sign-in and
+registration, in English and Turkish."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import LiveServer
+from tests.e2e.results import failed_result
+
+AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+LESSON_URL = "/lessons/ddp-fundamentals"
+SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
+
+
+def violations(page: Any) -> list[dict[str, Any]]:
+    """axe's serious and critical violations on the page as it is now."""
+    page.add_script_tag(path=str(AXE))
+    found: list[dict[str, Any]] = page.evaluate(
+        """async () => {
+          const run = await axe.run(document, { resultTypes: ["violations"] });
+          return run.violations.map(v => ({ id: v.id, impact: v.impact,
+            nodes: v.nodes.map(n => n.target.join(" ")) }));
+        }"""
+    )
+    print(page.url, [(v["id"], v["impact"], len(v["nodes"])) for v in found])
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def course(page: Any) -> None:
+    page.goto("/")
+
+
+def lesson_step(page: Any) -> None:
+    page.goto(LESSON_URL + "?step=2")
+
+
+def quick_check(page: Any) -> None:
+    page.goto(LESSON_URL)
+    form = page.locator("form.quiz-question").first
+    form.locator('input[name="choice"]').first.check()
+    form.locator('button[type="submit"]').click()
+    form.locator(".verdict").wait_for()
+
+
+def failed_exercise(page: Any) -> None:
+    page.goto(LESSON_URL)
+    section = page.locator(SECTION)
+    section.locator(".cm-content").wait_for()
+    shown = failed_result(page.evaluate("document.documentElement.lang"))
+    section.evaluate("(s, r) => s.rdvExercise.showResult('done', r, true)", shown)
+    section.locator(".sub__summary--fail").wait_for()
+
+
+def sign_in(page: Any) -> None:
+    page.goto("/login")
+    page.fill("#email", "nobody@example.org")
+    page.fill("#password", "not the password")
+    page.locator("form.auth-form button[type=submit]").click()
+    page.locator(".field-error").wait_for()  # with its error showing
+
+
+def registration(page: Any) -> None:
+    page.goto("/register")
+
+
+PAGES = [course, lesson_step, quick_check, failed_exercise, sign_in, registration]
+
+
+@pytest.mark.parametrize("locale", ["en", "tr"])
+@pytest.mark.parametrize("open_page", PAGES, ids=[p.__name__ for p in PAGES])
+def test_no_serious_or_critical_violations(
+    browser: Any, live_server: LiveServer, open_page: Any, locale: str
+) -> None:
+    context = browser.new_context(base_url=live_server.url, locale=locale)
+    context.add_cookies([{"name": "rdv_locale", "value": locale, "url": live_server.url}])
+    try:
+        page = context.new_page()
+        open_page(page)
+        assert page.evaluate("document.documentElement.lang") == locale
+        assert violations(page) == []
+    finally:
+        context.close()

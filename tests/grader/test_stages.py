@@ -1,0 +1,77 @@
+"""grader.stages: the "launch k of n" event and why, and passes that cannot hold without
+distributed training reported as not judged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.checks.base import RankView, RunView
+from grader.contract import CheckResult
+from grader.stages import NOT_JUDGED_MESSAGE, launch_event, not_judged_without_distribution
+
+
+@dataclass
+class Plan:
+    world_size: int
+    nnodes: int = 1
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    judged: bool = True
+
+
+def test_the_second_size_says_it_catches_a_hard_coded_size() -> None:
+    plans = [Plan(2), Plan(1)]
+    first, second = (launch_event(plans, i).data for i in range(2))
+    assert (first["status"], first["index"], first["count"], first["world_size"]) == (
+        "launch",
+        1,
+        2,
+        2,
+    )
+    assert first["reason_id"] == "first"
+    assert second["reason_id"] == "other_size" and second["first_world_size"] == 2
+    assert second["reason"] == (
+        "Launch 2 of 2: 1 process, again with 1 process, to catch a rank or world size "
+        "hard-coded to 2."
+    )
+
+
+def test_reference_fault_and_multinode_launches_say_why() -> None:
+    plans = [Plan(2, judged=False), Plan(2, faults=[{"kind": "kill"}]), Plan(2, nnodes=2)]
+    assert [launch_event(plans, i).data["reason_id"] for i in range(3)] == [
+        "reference",
+        "faults",
+        "multinode",
+    ]
+    assert "as a job on 2 machines" in launch_event(plans, 2).data["reason"]
+
+
+def _run(*rank_events: list[dict[str, Any]]) -> RunView:
+    ranks = [RankView(rank=i, exit_code=0, events=ev) for i, ev in enumerate(rank_events)]
+    return RunView(world_size=len(ranks), device="cpu", ranks=ranks)
+
+
+def _checks() -> list[CheckResult]:
+    return [
+        CheckResult(id="run.completed", status="pass", title="t", message="ran"),
+        CheckResult(id="dist.init", status="fail", title="t", message="no init", hint="h"),
+        CheckResult(id="ckpt.rank0_only", status="pass", title="t", message="only rank 0 saved"),
+        CheckResult(id="sampler.shards", status="skip", title="t", message="no sampler"),
+    ]
+
+
+def test_passes_of_a_program_that_never_distributed_are_not_judged() -> None:
+    never = _run([{"kind": "start"}], [{"kind": "start"}])
+    judged = {c.id: c for c in not_judged_without_distribution(_checks(), [never])}
+    assert judged["run.completed"].status == "pass"  # says itself what happened
+    assert judged["dist.init"].status == "fail" and judged["dist.init"].hint == "h"
+    assert judged["ckpt.rank0_only"].status == "skip"
+    assert judged["ckpt.rank0_only"].message == NOT_JUDGED_MESSAGE
+    assert judged["sampler.shards"].message == "no sampler"  # its own reason stays
+
+
+def test_a_program_that_initialised_keeps_its_passes() -> None:
+    inited = _run([{"kind": "init", "backend": "gloo"}], [])
+    assert not_judged_without_distribution(_checks(), [inited]) == _checks()
+    # A run stopped before anything was observed has its own "not judged" reasons.
+    assert not_judged_without_distribution(_checks(), [_run()]) == _checks()

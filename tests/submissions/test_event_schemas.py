@@ -1,0 +1,31 @@
+"""The live events' shapes in OpenAPI match what the grader and the app really send."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from app.submissions.event_schemas import LaunchEvent, OutputEvent, QueuedEvent, StatusEvent
+from grader.stages import launch_event
+from tests.grader.test_stages import Plan
+
+EVENTS_PATH = "/api/v1/submissions/{submission_id}/events"
+
+
+def test_openapi_documents_each_event(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    stream = document["paths"][EVENTS_PATH]["get"]["responses"]["200"]["content"]
+    events = stream["text/event-stream"]["x-sse-events"]
+    assert set(events) == {"queued", "status", "output", "check", "done"}
+    launch = next(s for s in events["status"]["oneOf"] if s["title"] == "LaunchEvent")
+    assert {"index", "count", "world_size", "reason_id", "reason"} <= set(launch["required"])
+    assert "position" in events["queued"]["properties"]
+
+
+def test_the_grader_s_launch_event_has_the_documented_shape() -> None:
+    plans = [Plan(2), Plan(1)]
+    for index in range(len(plans)):
+        sent = LaunchEvent.model_validate({**launch_event(plans, index).data, "attempt": 1})
+        assert sent.count == 2
+    StatusEvent.model_validate({"status": "checking", "attempt": 1})
+    OutputEvent.model_validate({"rank": 1, "line": "hi", "world_size": 2, "attempt": 1})
+    QueuedEvent.model_validate({"position": 3, "attempt": 1})

@@ -1,0 +1,54 @@
+"""Static assets: content-hashed URLs, gzip for text, a year of caching only for versioned URLs,
+and each script of the lesson page once, the editor's after the step and quiz scripts."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+
+from fastapi.testclient import TestClient
+
+from app.config import REPO_ROOT
+from app.web.assets import IMMUTABLE
+from app.web.templating import static_url
+
+
+def test_versioned_urls_carry_the_content_hash() -> None:
+    digest = hashlib.sha256((REPO_ROOT / "static/js/lesson.js").read_bytes()).hexdigest()
+    assert static_url("js/lesson.js") == f"/static/js/lesson.js?v={digest[:12]}"
+
+
+def test_text_assets_are_gzipped_and_cached_for_a_year(client: TestClient) -> None:
+    url = static_url("vendor/codemirror.js")
+    response = client.get(url, headers={"Accept-Encoding": "gzip"})
+    assert response.status_code == 200
+    assert response.headers["content-encoding"] == "gzip"
+    assert response.headers["cache-control"] == IMMUTABLE
+    assert "Accept-Encoding" in response.headers["vary"]
+    raw = (REPO_ROOT / "static/vendor/codemirror.js").read_bytes()
+    assert response.content == raw  # the client decoded it
+    compressed = int(response.headers["content-length"])
+    assert compressed == len(gzip.compress(raw, compresslevel=9, mtime=0))
+    assert compressed < len(raw) / 2
+    again = client.get(
+        url, headers={"Accept-Encoding": "gzip", "If-None-Match": response.headers["etag"]}
+    )
+    assert again.status_code == 304
+
+
+def test_unversioned_or_uncompressed_requests_revalidate(client: TestClient) -> None:
+    plain = client.get("/static/css/site.css", headers={"Accept-Encoding": "identity"})
+    assert plain.status_code == 200
+    assert "content-encoding" not in plain.headers
+    assert plain.headers["cache-control"] == "no-cache"
+    assert plain.content == (REPO_ROOT / "static/css/site.css").read_bytes()
+
+
+def test_lesson_page_loads_each_script_once_editor_last(client: TestClient) -> None:
+    page = client.get("/lessons/ddp-fundamentals").text
+    scripts = re.findall(r'<script src="/static/([^"?]+)\?v=[0-9a-f]{12}" defer>', page)
+    assert scripts == ["js/lesson.js", "vendor/codemirror.js", "js/submit.js"]
+    assert page.count("css/submissions.css") == 1
+    course = client.get("/").text
+    assert "codemirror" not in course and "submissions.css" not in course
