@@ -220,6 +220,7 @@
         this.follow(row.id);
         return;
       }
+      this.submissionId = row.id;
       const full = await api(this.root, "GET", "/submissions/" + row.id);
       if (full.ok && full.data.result) this.showResult(full.data.status, full.data.result, false);
     }
@@ -349,6 +350,11 @@
       this.showSampler(result.artifacts && result.artifacts.sampler);
       this.showStacks(result.ranks || []);
       if (focus) this.$("results").focus({ preventScroll: false });
+      // The coach panel (coach.js) offers "Why did this fail?" on the failed checks.
+      this.root.dispatchEvent(new CustomEvent("rdv:result", {
+        bubbles: true,
+        detail: { exercise: this.exercise, submissionId: this.submissionId, status: outcome },
+      }));
     }
 
     showStacks(ranks) {
