@@ -125,14 +125,18 @@ class BuiltinCoach:
         self, number: int, check: FailedCheck, level: Level, lesson_id: str, answer: Answer
     ) -> str:
         lines = [f"### {number}. {check.title}"]
-        lines.append(f"**{self.t(N_('What happened'))}** ({self._where(check)}): {check.message}")
+        happened = self.t(N_("What happened"))
+        lines.append(f"**{happened}** ({self._where(check)}): {check.message}")
         if check.code_line and level != "fix":
             lines.append(f"```python\n{check.code_line.strip()}\n```")
         if check.stack:
-            lines.append(f"**{self.t(N_('Where the rank was'))}:**\n\n```text\n{check.stack}\n```")
+            stuck = self.t(N_("Where the rank was"))
+            lines.append(f"**{stuck}:**\n\n```text\n{check.stack}\n```")
         if check.hint:
-            lines.append(f"**{self.t(N_('Why it is wrong'))}:** {check.hint}")
-        lines.append(f"**{self.t(N_('What to change first'))}:** {self._advice(check, level)}")
+            why = self.t(N_("Why it is wrong"))
+            lines.append(f"**{why}:** {check.hint}")
+        first = self.t(N_("What to change first"))
+        lines.append(f"**{first}:** {self._advice(check, level)}")
         step = self._step_for(check, lesson_id)
         if step is not None:
             answer.cite(step)

@@ -19,7 +19,7 @@ from app.i18n import SUPPORTED_LOCALES
 # Title hits count five times a body hit; code snippets count like the body.
 _WEIGHTS = "0, 0, 0, 0, 5.0, 1.0"
 _TOKEN = re.compile(r"\w{3,}", re.UNICODE)
-_MARKDOWN_NOISE = re.compile(r"[`*_#>\[\]]+")
+_MARKDOWN_NOISE = re.compile(r"[`*#>\[\]]+")
 MAX_QUERY_TOKENS = 24
 
 

@@ -62,7 +62,7 @@ class ChatProvider:
     def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
         """The answer in pieces as the model writes them; the whole within the time limit."""
         deadline = time.monotonic() + self.timeout_s
-        produced = False
+        produced = finished = False
         try:
             with (
                 self._client() as client,
@@ -80,12 +80,15 @@ class ChatProvider:
                         raise ProviderFailed("the model took longer than the time limit")
                     piece = _delta(line)
                     if piece is _DONE:
+                        finished = True
                         break
                     if piece:
                         produced = True
                         yield str(piece)
         except httpx.HTTPError as exc:
             raise ProviderFailed(f"the model server failed mid-answer: {exc!r}") from exc
+        if not finished:
+            raise ProviderFailed("the model's stream ended before its answer was complete")
         if not produced:
             raise ProviderFailed("the model gave an empty answer")
 
