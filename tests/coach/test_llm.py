@@ -80,7 +80,7 @@ def test_a_server_that_is_down_fails(streamed: bool) -> None:
     url = model.url
     model.stop()
     down = ChatProvider(base_url=url, model="m", api_key=None, timeout_s=2)
-    with pytest.raises(ProviderFailed, match="reached|failed"):
+    with pytest.raises(ProviderFailed, match=r"reached|failed"):
         if streamed:
             list(down.stream(MESSAGES))
         else:
