@@ -268,7 +268,9 @@ def answer(prepared: Prepared, provider: ChatProvider | None) -> Reply:
         return _model_reply(prepared, provider.complete(_messages(prepared)))
     except ProviderFailed as exc:
         log.warning("coach model failed, the built-in coach answers: %s", exc)
-        return builtin_reply(prepared)
+    except Exception:  # a bug in a client library must not cost the learner an answer either
+        log.exception("coach model call broke, the built-in coach answers")
+    return builtin_reply(prepared)
 
 
 def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[str, Any]]:
@@ -293,8 +295,8 @@ def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[
                 yield "delta", written[shown:complete]
                 shown = complete
         reply = _model_reply(prepared, written)
-    except ProviderFailed as exc:
-        log.warning("coach model failed mid-stream, the built-in coach answers: %s", exc)
+    except Exception as exc:  # ProviderFailed, or a bug in a client library: never a 500
+        log.warning("coach model failed mid-stream, the built-in coach answers: %r", exc)
         if shown:
             yield "reset", None
         reply = builtin_reply(prepared)
