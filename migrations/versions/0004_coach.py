@@ -45,9 +45,7 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_coach_exchanges")),
     )
-    op.create_index(
-        "ix_coach_exchanges_user_created", "coach_exchanges", ["user_id", "created_at"]
-    )
+    op.create_index("ix_coach_exchanges_user_created", "coach_exchanges", ["user_id", "created_at"])
 
 
 def downgrade() -> None:
