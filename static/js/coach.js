@@ -183,7 +183,9 @@
     const root = event.target;
     if (!submissionId || !root || status === "error") return;
     const results = root.querySelector('[data-role="results"]');
-    if (results && !results.querySelector(".sub__ask")) {
+    // A newer result replaces the button (it names the submission it asks about).
+    if (results) results.querySelectorAll(".sub__ask").forEach((node) => node.remove());
+    if (results) {
       const ask = document.createElement("button");
       ask.type = "button";
       ask.className = "button--secondary sub__ask";
