@@ -41,7 +41,7 @@ EVENT_STREAM = "text/event-stream"
             "`delta` ({text}: checked lines as the model writes them), `reset` (drop what was "
             "shown: the built-in coach answers instead) and `done` (the whole answer).",
         },
-        **error_responses(401, 403, 404, 422, 429),
+        **error_responses(401, 403, 404, 422, 429, 503),
     },
 )
 def ask_coach(

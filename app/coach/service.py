@@ -30,6 +30,7 @@ from app.content import service as content
 from app.content.markdown import render_markdown
 from app.i18n import translate
 from app.submissions import repository as submissions
+from app.submissions.models import Submission
 from grader.contract import Result
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,18 @@ def prepare(
     now = now or datetime.now(UTC)
     try:
         lesson = content.localized_lesson(body.lesson_id, locale)
+    except content.LessonUnavailable as exc:
+        error = _error(
+            locale,
+            503,
+            "lesson_unavailable",
+            N_(
+                "This lesson cannot be shown right now because its file has an error. "
+                "The other lessons work; please try this one again later."
+            ),
+        )
+        error.headers = {"Retry-After": "300"}
+        raise error from exc
     except content.ContentNotFound as exc:
         raise _error(
             locale,
@@ -183,7 +196,7 @@ def _gather(
     body: CoachQuestion,
     locale: str,
     exercise_id: str | None,
-    submission: Any,
+    submission: Submission | None,
 ) -> Prepared:
     index = get_index()
     coach = BuiltinCoach(index, locale)

@@ -4,7 +4,9 @@ ownership, validation, the rate limit, streaming, the model with its fallbacks, 
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -14,8 +16,11 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.coach.models import CoachExchange
+from app.config import REPO_ROOT, get_settings
+from app.content import service as content
 from tests.coach.conftest import GradedFactory
 from tests.coach.fake_llm import FakeModel
+from tests.content.conftest import point_app_at
 
 LESSON = "ddp-fundamentals"
 
@@ -78,6 +83,25 @@ def test_unknown_things_are_404(
     assert answered.status_code == 404
     assert answered.json()["code"] == code
     assert answered.json()["message"]
+
+
+def test_a_lesson_whose_file_is_broken_is_503(
+    client: TestClient, auth: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lessons = tmp_path / "lessons"
+    shutil.copytree(REPO_ROOT / "lessons", lessons)
+    lesson_file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
+    lesson_file.write_text(lesson_file.read_text().replace("\nsteps:", "\nstepz:", 1))
+    point_app_at(monkeypatch, lessons)
+    try:
+        answered = ask(client, auth, "tr")
+        assert answered.status_code == 503
+        assert answered.json()["code"] == "lesson_unavailable"
+        assert answered.headers["retry-after"] == "300"
+        assert ask(client, auth, lesson_id="torchrun-launch").status_code == 200
+    finally:
+        get_settings.cache_clear()
+        content.reset()
 
 
 def test_another_learners_submission_is_404(
