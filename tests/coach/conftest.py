@@ -21,13 +21,15 @@ from tests.submissions.conftest import auth, learner, other_auth, stream_session
 __all__ = ["auth", "learner", "other_auth", "stream_sessions"]
 
 RUNS = Path(__file__).parent / "runs"
+GOLDEN_CASES = Path(__file__).parent.parent / "grader" / "cases"
 EXERCISE = "ddp-fundamentals/train"
 
 
 def run_of(case: str) -> tuple[str, dict[str, object]]:
-    """The program and the Result the real grader gave it (tests/coach/runs/<case>)."""
-    folder = RUNS / case
-    return (folder / "main.py").read_text(), json.loads((folder / "result.json").read_text())
+    """A golden program (tests/grader/cases/<case>/main.py) and the Result the real grader gave
+    it (tests/coach/runs/<case>/result.json: `python -m grader grade --json`, bwrap)."""
+    program = GOLDEN_CASES / case / "main.py"
+    return program.read_text(), json.loads((RUNS / case / "result.json").read_text())
 
 
 GradedFactory = Callable[..., Submission]

@@ -1,7 +1,7 @@
-"""The built-in coach on submissions the real grader failed (tests/coach/runs/<case>: the program
-and the Result `python -m grader grade --json` gave it): every failed check explained from its
-evidence in en, tr and pt-BR, the lesson step linked, escalation over attempts, and never a line
-of the solution file."""
+"""The built-in coach on golden programs the real grader failed (tests/coach/runs/<case> holds the
+Result `python -m grader grade --json` gave each): every failed check explained from its evidence
+in en, tr and pt-BR, the lesson step linked, escalation over attempts, and never a line of the
+solution file."""
 
 from __future__ import annotations
 
