@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -33,6 +34,27 @@ def run_of(case: str) -> tuple[str, dict[str, object]]:
 
 
 GradedFactory = Callable[..., Submission]
+
+
+def ask_about(
+    client: TestClient,
+    auth: dict[str, str],
+    submission_id: object,
+    locale: str = "en",
+    question: str = "Why did this fail?",
+) -> dict[str, object]:
+    """Ask the coach about one of the learner's submissions; the answer's JSON."""
+    answered = client.post(
+        f"/api/v1/coach?locale={locale}",
+        json={
+            "question": question,
+            "lesson_id": "ddp-fundamentals",
+            "submission_id": str(submission_id),
+        },
+        headers=auth,
+    )
+    assert answered.status_code == 200, answered.text
+    return dict(answered.json())
 
 
 @pytest.fixture

@@ -11,26 +11,10 @@ from fastapi.testclient import TestClient
 from app.coach.guard import telling_solution_lines
 from app.content import service as content
 from app.i18n import translate
-from tests.coach.conftest import EXERCISE, RUNS, GradedFactory, run_of
+from tests.coach.conftest import EXERCISE, RUNS, GradedFactory, ask_about, run_of
 
 CASES = sorted(path.name for path in RUNS.iterdir() if (path / "result.json").is_file())
 LOCALES = ("en", "tr", "pt-BR")
-
-
-def explain(
-    client: TestClient, auth: dict[str, str], submission_id: object, locale: str = "en"
-) -> dict[str, object]:
-    answered = client.post(
-        f"/api/v1/coach?locale={locale}",
-        json={
-            "question": "Why did this fail?",
-            "lesson_id": "ddp-fundamentals",
-            "submission_id": str(submission_id),
-        },
-        headers=auth,
-    )
-    assert answered.status_code == 200, answered.text
-    return dict(answered.json())
 
 
 def failed_checks(case: str) -> list[dict[str, object]]:
@@ -53,7 +37,7 @@ def test_each_failed_check_is_explained_from_its_evidence(
     client: TestClient, auth: dict[str, str], graded: GradedFactory, case: str, locale: str
 ) -> None:
     submission = graded(case)
-    answer = explain(client, auth, submission.id, locale)
+    answer = ask_about(client, auth, submission.id, locale)
     text = str(answer["answer"])
     assert answer["provider"] == "builtin"
     code_lines = submission.code.splitlines()
@@ -79,7 +63,7 @@ def test_the_answer_never_holds_a_line_of_the_solution(
     info = content.get_exercise(EXERCISE)
     for _attempt in range(4):  # up to the worked fix
         submission = graded(case)
-        text = str(explain(client, auth, submission.id)["answer"])
+        text = str(ask_about(client, auth, submission.id)["answer"])
     telling = telling_solution_lines(info.solution_path, info.starter_code, submission.code)
     assert telling
     assert [line for line in telling if line in text] == []
@@ -97,7 +81,7 @@ def test_hints_escalate_over_failed_attempts(
     seen = []
     for _attempt in range(4):
         submission = graded("bug_no_set_epoch")
-        seen.append(str(explain(client, auth, submission.id, "pt-BR")["answer"]))
+        seen.append(str(ask_about(client, auth, submission.id, "pt-BR")["answer"]))
     assert levels.nudge.pt_BR and levels.nudge.pt_BR in seen[0]
     assert levels.pointer.pt_BR and levels.pointer.pt_BR in seen[1]
     assert levels.fix.pt_BR and levels.fix.pt_BR in seen[2]
@@ -118,7 +102,7 @@ def test_another_learners_failures_do_not_escalate_mine(
     for _attempt in range(3):
         graded("bug_no_set_epoch", user=other)
     mine = graded("bug_no_set_epoch")
-    text = str(explain(client, auth, mine.id, "en")["answer"])
+    text = str(ask_about(client, auth, mine.id, "en")["answer"])
     assert "first failed try" in text
 
 
@@ -127,7 +111,7 @@ def test_a_passing_run_has_nothing_to_explain_and_points_at_steps(
 ) -> None:
     submission = graded(CASES[0])
     submission.result = {**submission.result, "status": "pass", "checks": []}  # type: ignore[dict-item]
-    answer = explain(client, auth, submission.id, "tr")
+    answer = ask_about(client, auth, submission.id, "tr")
     assert str(answer["answer"]).startswith(
         translate("tr", "Every check of this submission passed: there is no failure to explain.")
     )

@@ -44,13 +44,19 @@ def line_of(file: Path, fragment: str) -> int:
     return next(number for number, line in enumerate(lines, start=1) if fragment in line)
 
 
+def edit_lesson_two(lessons: Path, old: str, new: str) -> Path:
+    file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
+    text = file.read_text(encoding="utf-8")
+    assert old in text
+    file.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return file
+
+
 def test_a_level_for_a_check_that_is_not_graded_is_reported(
     lessons: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
-    text = file.read_text(encoding="utf-8")
-    file.write_text(
-        text.replace("      ddp.wrapped:\n        step:", "      ddp.wrapd:\n        step:", 1)
+    file = edit_lesson_two(
+        lessons, "      ddp.wrapped:\n        step:", "      ddp.wrapd:\n        step:"
     )
     code, lines = validate(lessons, capsys)
     assert code == 1
@@ -65,10 +71,8 @@ def test_a_level_for_a_check_that_is_not_graded_is_reported(
 def test_a_level_linking_a_step_that_does_not_exist_is_reported(
     lessons: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
-    text = file.read_text(encoding="utf-8")
-    file.write_text(
-        text.replace("        step: gradient-sync\n", "        step: gradient-sink\n", 1)
+    file = edit_lesson_two(
+        lessons, "        step: gradient-sync\n", "        step: gradient-sink\n"
     )
     code, lines = validate(lessons, capsys)
     assert code == 1

@@ -7,32 +7,19 @@ from fastapi.testclient import TestClient
 
 from app.coach.guard import telling_solution_lines
 from app.content import service as content
-from tests.coach.conftest import EXERCISE, GradedFactory, run_of
+from tests.coach.conftest import EXERCISE, GradedFactory, ask_about, run_of
 from tests.coach.fake_llm import FakeModel
 from tests.coach.test_api import sse_events
 
 CASE = "bug_save_on_every_rank"
 
 
-def ask(client: TestClient, auth: dict[str, str], submission_id: object) -> dict[str, object]:
-    answered = client.post(
-        "/api/v1/coach?locale=tr",
-        json={
-            "question": "Neden iki rank da checkpoint yazdı?",
-            "lesson_id": "ddp-fundamentals",
-            "submission_id": str(submission_id),
-        },
-        headers=auth,
-    )
-    assert answered.status_code == 200, answered.text
-    return dict(answered.json())
-
-
 def test_the_prompt_carries_question_code_evidence_steps_and_rules_never_the_solution(
     client: TestClient, auth: dict[str, str], graded: GradedFactory, with_model: FakeModel
 ) -> None:
     submission = graded(CASE)
-    assert ask(client, auth, submission.id)["provider"] == "llm"
+    question = "Neden iki rank da checkpoint yazdı?"
+    assert ask_about(client, auth, submission.id, "tr", question)["provider"] == "llm"
     system, user = (message["content"] for message in with_model.requests[-1]["messages"])
     assert "Answer in Türkçe" in system
     assert "Never write out a complete program" in system
