@@ -48,7 +48,7 @@ class Source(BaseModel):
     lesson_id: str
     step_id: str
     title: str
-    url: str = Field(examples=["/lessons/ddp-fundamentals?step=9#step-set-epoch"])
+    url: str = Field(examples=["/lessons/ddp-fundamentals?step=11#step-set-epoch"])
 
 
 class CoachAnswer(BaseModel):
@@ -63,7 +63,7 @@ class CoachAnswer(BaseModel):
                             "lesson_id": "ddp-fundamentals",
                             "step_id": "set-epoch",
                             "title": "Reshuffle every epoch",
-                            "url": "/lessons/ddp-fundamentals?step=9#step-set-epoch",
+                            "url": "/lessons/ddp-fundamentals?step=11#step-set-epoch",
                         }
                     ],
                     "provider": "builtin",

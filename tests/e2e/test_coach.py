@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
+from app.content.service import localized_lesson
 from app.db import make_engine
 from app.submissions.models import DONE, Submission
 from tests.coach.conftest import EXERCISE, run_of
@@ -66,7 +67,8 @@ def test_a_question_on_a_step_is_answered_with_sources(
     browser: Any, live_server: LiveServer
 ) -> None:
     page, _ = sign_up(browser, live_server, viewport={"width": 1280, "height": 900})
-    page.goto(f"{LESSON_URL}?step=9")
+    steps = [step.id for step in localized_lesson("ddp-fundamentals", "en").steps]
+    page.goto(f"{LESSON_URL}?step={steps.index('set-epoch') + 1}")
     panel = page.get_by_role("complementary", name="Ask the coach")
     question = panel.get_by_label("Your question")
     question.fill("Why would every epoch replay the same order?")
