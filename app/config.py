@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +26,13 @@ class Settings(BaseSettings):
     grading_concurrency: int = 1
     max_submissions_in_flight: int = 2
     default_locale: str = "en"
+    # The coach (issue 14). Without a URL the built-in coach answers alone (no model, no network).
+    # With one: any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted).
+    coach_url: str | None = None
+    coach_model: str = "default"
+    coach_api_key: str | None = None
+    coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
+    coach_questions_per_hour: int = Field(20, ge=1)
 
     @model_validator(mode="after")
     def _refuse_weak_secret(self) -> Settings:

@@ -161,7 +161,19 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     for index, question in enumerate(lesson.quiz):
         problems += _duplicates(file, tree, question.choices, ("quiz", index, "choices"))
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
+    step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
+        for check_id, levels in exercise.hint_levels.items():
+            if levels.step is not None and levels.step not in step_ids:
+                step_loc = ("exercises", index, "hint_levels", check_id, "step")
+                problems.append(
+                    Problem(
+                        file,
+                        line_of(tree, step_loc),
+                        format_loc(step_loc),
+                        f"{levels.step!r} is not a step of this lesson: use one of its step ids",
+                    )
+                )
         folder = file.parent / "exercises" / exercise.id
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
             if not (folder / name).is_file():

@@ -96,6 +96,18 @@ class QuizQuestion(_Strict):
         return answer
 
 
+class HintLevels(_Strict):
+    """What the coach says about one failed check, escalating over the learner's attempts."""
+
+    step: Slug | None = Field(None, description="The id of the step of this lesson that teaches it")
+    nudge: Text = Field(description="First failure: a question that points at what to look at")
+    pointer: Text = Field(description="Second failure: which call or idea is wrong")
+    fix: Text = Field(
+        description="After several failures: what to change on the learner's own line "
+        "(shown beside that line; never the whole solution)"
+    )
+
+
 class Exercise(_Strict):
     """A graded exercise; starter.py and solution.py live in exercises/<id>/ next to the lesson."""
 
@@ -103,6 +115,24 @@ class Exercise(_Strict):
     title: Text
     prompt: Text = Field(description="Markdown")
     grading: ExerciseSpec
+    # The coach's levelled hints per check id (the check must be in `grading.checks`).
+    hint_levels: dict[str, HintLevels] = Field(default_factory=dict)
+
+    @field_validator("hint_levels")
+    @classmethod
+    def _hinted_checks_are_graded(
+        cls, levels: dict[str, HintLevels], info: ValidationInfo
+    ) -> dict[str, HintLevels]:
+        grading: ExerciseSpec | None = info.data.get("grading")
+        if grading is None:  # reported already
+            return levels
+        unknown = sorted(set(levels) - set(grading.checks))
+        if unknown:
+            raise ValueError(
+                f"names checks that are not in `grading.checks`: {', '.join(unknown)}; "
+                "fix the check id or add the check"
+            )
+        return levels
 
 
 class Lesson(_Strict):

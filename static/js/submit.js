@@ -276,6 +276,7 @@
         this.follow(row.id);
         return;
       }
+      this.submissionId = row.id;
       const full = await api(this.root, "GET", `/submissions/${row.id}?${LOCALE}`);
       if (full.ok && full.data.result) this.showResult(full.data.status, full.data.result, false);
     }
@@ -431,6 +432,11 @@
         summary.focus({ preventScroll: true });
         summary.scrollIntoView({ block: "start", behavior: "auto" });
       }
+      // The coach panel (coach.js) offers "Why did this fail?" on the failed checks.
+      this.root.dispatchEvent(new CustomEvent("rdv:result", {
+        bubbles: true,
+        detail: { exercise: this.exercise, submissionId: this.submissionId, status: outcome },
+      }));
     }
 
     showStacks(ranks) {

@@ -1,0 +1,96 @@
+"""What the coach knows about a graded run: each failed check with its evidence.
+
+Built from the stored submission (the learner's code) and its grader Result (checks, ranks,
+stacks). The solution file is never read here: nothing downstream can leak it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.content.schemas import Exercise, HintLevels
+from grader.contract import Result, localize
+
+STACK_TAIL_LINES = 6
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    id: str
+    title: str
+    message: str  # what happened, as the grader saw it
+    hint: (
+        str | None
+    )  # why it is wrong: the lesson's hint in the learner's locale, else the grader's
+    rank: int | None
+    line: int | None
+    code_line: str | None  # the learner's own line the check points at
+    stack: str | None  # the tail of that rank's stack when it hung or crashed
+    levels: HintLevels | None
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    exercise_id: str
+    lesson_id: str
+    code: str
+    status: str  # pass | fail | error
+    summary: str
+    failed: list[FailedCheck] = field(default_factory=list)
+    failed_attempts: int = 0
+    world_size: int | None = None
+
+
+def line_of_code(code: str, line: int | None) -> str | None:
+    if line is None:
+        return None
+    lines = code.splitlines()
+    if 1 <= line <= len(lines) and lines[line - 1].strip():
+        return lines[line - 1].rstrip()
+    return None
+
+
+def _stack_tail(result: Result, rank: int | None) -> str | None:
+    for rank_result in result.ranks:
+        if rank_result.stack and (rank is None or rank_result.rank == rank):
+            return "\n".join(rank_result.stack.strip().splitlines()[-STACK_TAIL_LINES:])
+    return None
+
+
+def gather(
+    *,
+    exercise_id: str,
+    exercise: Exercise,
+    code: str,
+    result: Result,
+    failed_attempts: int,
+    locale: str,
+) -> RunEvidence:
+    failed = []
+    for check in result.checks:
+        if check.status != "fail":
+            continue
+        lesson_hint = localize(exercise.grading.hints.get(check.id), locale)
+        failed.append(
+            FailedCheck(
+                id=check.id,
+                title=check.title or check.id,
+                message=check.message,
+                hint=lesson_hint or check.hint,
+                rank=check.rank,
+                line=check.line,
+                code_line=line_of_code(code, check.line),
+                stack=_stack_tail(result, check.rank),
+                levels=exercise.hint_levels.get(check.id),
+            )
+        )
+    return RunEvidence(
+        exercise_id=exercise_id,
+        lesson_id=exercise_id.partition("/")[0],
+        code=code,
+        status=result.status,
+        summary=result.summary,
+        failed=failed,
+        failed_attempts=failed_attempts,
+        world_size=result.launch.world_size if result.launch else None,
+    )

@@ -1,0 +1,42 @@
+"""Table: every question a learner asked the coach and the answer they got."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, String, Text, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class CoachExchange(Base):
+    """One question and its answer: the learner's own history, and where learners struggle.
+
+    Deleted with the account (ON DELETE CASCADE); a deleted submission only loses the link.
+    """
+
+    __tablename__ = "coach_exchanges"
+    __table_args__ = (Index("ix_coach_exchanges_user_created", "user_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    lesson_id: Mapped[str] = mapped_column(String(64))
+    step_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    exercise: Mapped[str | None] = mapped_column(String(200), default=None)
+    submission_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("submissions.id", ondelete="SET NULL"), default=None
+    )
+    locale: Mapped[str] = mapped_column(String(16))
+    question: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text)
+    # [{"lesson_id", "step_id", "title", "url"}]
+    sources: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    provider: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

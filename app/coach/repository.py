@@ -1,0 +1,52 @@
+"""Queries for the coach: the learner's exchanges and their failed attempts on an exercise."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.coach.models import CoachExchange
+from app.submissions.models import DONE, Submission
+
+
+def add(session: Session, exchange: CoachExchange) -> CoachExchange:
+    session.add(exchange)
+    session.flush()
+    return exchange
+
+
+def asked_since(session: Session, *, user_id: uuid.UUID, since: datetime) -> list[datetime]:
+    """When the learner asked each question after `since`, oldest first (the rate limit)."""
+    return list(
+        session.scalars(
+            select(CoachExchange.created_at)
+            .where(CoachExchange.user_id == user_id, CoachExchange.created_at > since)
+            .order_by(CoachExchange.created_at)
+        )
+    )
+
+
+def history(
+    session: Session, *, user_id: uuid.UUID, lesson_id: str | None, limit: int
+) -> Sequence[CoachExchange]:
+    query = select(CoachExchange).where(CoachExchange.user_id == user_id)
+    if lesson_id is not None:
+        query = query.where(CoachExchange.lesson_id == lesson_id)
+    return session.scalars(query.order_by(CoachExchange.created_at.desc()).limit(limit)).all()
+
+
+def failed_attempts(session: Session, *, submission: Submission) -> int:
+    """How many graded, failed submissions of this exercise the learner made up to this one."""
+    rows = session.scalars(
+        select(Submission.result).where(
+            Submission.user_id == submission.user_id,
+            Submission.exercise == submission.exercise,
+            Submission.status == DONE,
+            Submission.created_at <= submission.created_at,
+        )
+    ).all()
+    return sum(1 for result in rows if (result or {}).get("status") == "fail")

@@ -1,0 +1,106 @@
+"""HTTP for the coach: ask a question (JSON, or Server-Sent Events for the page), read history.
+Thin: see service.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from app.auth.deps import CurrentLearner
+from app.auth.errors import error_responses
+from app.coach import service
+from app.coach.index import get_index
+from app.coach.schemas import CoachAnswer, CoachExchangePublic, CoachHistory, CoachQuestion
+from app.db import SessionDep
+from app.i18n import LocaleDep
+from app.submissions.routes import SessionFactoryDep
+
+api_router = APIRouter(tags=["coach"])
+
+EVENT_STREAM = "text/event-stream"
+
+
+@api_router.post(
+    "/coach",
+    response_model=CoachAnswer,
+    responses={
+        200: {
+            "content": {
+                EVENT_STREAM: {
+                    "schema": {"type": "string"},
+                    "example": 'event: delta\ndata: {"text": "Rank 1 ..."}\n\n'
+                    'event: done\ndata: {"answer": "...", "answer_html": "...", '
+                    '"sources": [], "provider": "llm"}\n\n',
+                }
+            },
+            "description": "The answer; with `Accept: text/event-stream`, Server-Sent Events: "
+            "`delta` ({text}: checked lines as the model writes them), `reset` (drop what was "
+            "shown: the built-in coach answers instead) and `done` (the whole answer).",
+        },
+        **error_responses(401, 403, 404, 422, 429, 503),
+    },
+)
+def ask_coach(
+    request: Request,
+    session: SessionDep,
+    sessions: SessionFactoryDep,
+    learner: CurrentLearner,
+    locale: LocaleDep,
+    body: CoachQuestion,
+    accept: Annotated[str | None, Header(max_length=500)] = None,
+) -> Any:
+    """Ask the coach about a lesson, an exercise or one of your own submissions.
+
+    With `submission_id` the coach explains each failed check from what the ranks did, and
+    escalates over your failed tries (a nudge, then a pointer, then a fix of your own line).
+    Without it, it answers from the lesson steps that match the question best.
+    """
+    settings = request.app.state.settings
+    prepared = service.prepare(
+        session, user_id=learner.id, body=body, locale=locale, settings=settings
+    )
+    provider = service.provider_from(settings)
+    headers = {"Content-Language": locale, "Cache-Control": "no-store"}
+    if accept and EVENT_STREAM in accept:
+        user_id = learner.id
+
+        def events() -> Iterator[str]:
+            for kind, payload in service.stream(prepared, provider):
+                if kind == "done":
+                    with sessions() as own:
+                        service.record(own, user_id=user_id, prepared=prepared, reply=payload)
+                    data: dict[str, Any] = payload.public().model_dump(mode="json")
+                else:
+                    data = {"text": payload} if kind == "delta" else {}
+                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        headers["X-Accel-Buffering"] = "no"
+        return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
+    reply = service.answer(prepared, provider)
+    service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
+    return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
+
+
+@api_router.get("/coach/history", response_model=CoachHistory, responses=error_responses(401))
+def coach_history(
+    session: SessionDep,
+    learner: CurrentLearner,
+    lesson_id: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> CoachHistory:
+    """Your own questions to the coach and its answers, newest first."""
+    rows = service.history(session, user_id=learner.id, lesson_id=lesson_id, limit=limit)
+    return CoachHistory(exchanges=[CoachExchangePublic.model_validate(row) for row in rows])
+
+
+def install(app: FastAPI) -> None:
+    """Build the retrieval index at start (it is rebuilt when the lessons reload)."""
+
+    async def build_index(_app: FastAPI) -> None:
+        get_index()
+
+    app.state.startup_hooks.append(build_index)

@@ -1,0 +1,117 @@
+"""The built-in coach on golden programs the real grader failed (tests/coach/runs/<case> holds the
+Result `python -m grader grade --json` gave each): every failed check explained from its evidence
+in en, tr and pt-BR, the lesson step linked, escalation over attempts, and never a line of the
+solution file."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.coach.guard import telling_solution_lines
+from app.content import service as content
+from app.i18n import translate
+from tests.coach.conftest import EXERCISE, RUNS, GradedFactory, ask_about, run_of
+
+CASES = sorted(path.name for path in RUNS.iterdir() if (path / "result.json").is_file())
+LOCALES = ("en", "tr", "pt-BR")
+
+
+def failed_checks(case: str) -> list[dict[str, object]]:
+    _, result = run_of(case)
+    checks = result["checks"]
+    assert isinstance(checks, list)
+    return [check for check in checks if check["status"] == "fail"]
+
+
+def test_the_stored_runs_are_real_failures() -> None:
+    assert len(CASES) >= 3
+    for case in CASES:
+        _, result = run_of(case)
+        assert result["status"] == "fail" and failed_checks(case), case
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("locale", LOCALES)
+def test_each_failed_check_is_explained_from_its_evidence(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, case: str, locale: str
+) -> None:
+    submission = graded(case)
+    answer = ask_about(client, auth, submission.id, locale)
+    text = str(answer["answer"])
+    assert answer["provider"] == "builtin"
+    code_lines = submission.code.splitlines()
+    for check in failed_checks(case)[:3]:
+        assert str(check["title"]) in text
+        assert str(check["message"]) in text  # what happened, as the grader saw it
+        if check["rank"] is not None and check["line"] is not None:
+            where = translate(locale, "rank {rank}, line {line}").format(**check)
+            assert where in text
+            learner_line = code_lines[int(str(check["line"])) - 1].strip()
+            assert learner_line and learner_line in text  # the learner's own line
+    for heading in ("What happened", "What to change first"):
+        assert translate(locale, heading) in text
+    assert answer["sources"], "each explained check links the step that teaches it"
+    for source in answer["sources"]:  # type: ignore[attr-defined]
+        assert f"]({source['url']})" in text
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_answer_never_holds_a_line_of_the_solution(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, case: str
+) -> None:
+    info = content.get_exercise(EXERCISE)
+    for _attempt in range(4):  # up to the worked fix
+        submission = graded(case)
+        text = str(ask_about(client, auth, submission.id)["answer"])
+    telling = telling_solution_lines(info.solution_path, info.starter_code, submission.code)
+    assert telling
+    assert [line for line in telling if line in text] == []
+
+
+def test_hints_escalate_over_failed_attempts(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory
+) -> None:
+    exercise = next(
+        item
+        for item in content.get_catalog().lessons["ddp-fundamentals"].lesson.exercises
+        if item.id == "train"
+    )
+    levels = exercise.hint_levels["sampler.set_epoch"]
+    seen = []
+    for _attempt in range(4):
+        submission = graded("bug_no_set_epoch")
+        seen.append(str(ask_about(client, auth, submission.id, "pt-BR")["answer"]))
+    assert levels.nudge.pt_BR and levels.nudge.pt_BR in seen[0]
+    assert levels.pointer.pt_BR and levels.pointer.pt_BR in seen[1]
+    assert levels.fix.pt_BR and levels.fix.pt_BR in seen[2]
+    assert levels.fix.pt_BR in seen[3]
+    assert levels.nudge.pt_BR not in seen[1] and levels.pointer.pt_BR not in seen[2]
+    assert "tentou 3 vezes" in seen[2] and "tentou 4 vezes" in seen[3]
+
+
+def test_another_learners_failures_do_not_escalate_mine(
+    client: TestClient,
+    auth: dict[str, str],
+    graded: GradedFactory,
+    session: object,
+) -> None:
+    from tests.auth.factories import create_user
+
+    other = create_user(session, name="Mallory")  # type: ignore[arg-type]
+    for _attempt in range(3):
+        graded("bug_no_set_epoch", user=other)
+    mine = graded("bug_no_set_epoch")
+    text = str(ask_about(client, auth, mine.id, "en")["answer"])
+    assert "first failed try" in text
+
+
+def test_a_passing_run_has_nothing_to_explain_and_points_at_steps(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory
+) -> None:
+    submission = graded(CASES[0])
+    submission.result = {**submission.result, "status": "pass", "checks": []}  # type: ignore[dict-item]
+    answer = ask_about(client, auth, submission.id, "tr")
+    assert str(answer["answer"]).startswith(
+        translate("tr", "Every check of this submission passed: there is no failure to explain.")
+    )

@@ -1,0 +1,75 @@
+"""What the model is told about a really graded run, and the check on what it answers."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.coach.guard import telling_solution_lines
+from app.content import service as content
+from tests.coach.conftest import EXERCISE, GradedFactory, ask_about, run_of
+from tests.coach.fake_llm import FakeModel
+from tests.coach.test_api import sse_events
+
+CASE = "bug_save_on_every_rank"
+
+
+def test_the_prompt_carries_question_code_evidence_steps_and_rules_never_the_solution(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, with_model: FakeModel
+) -> None:
+    submission = graded(CASE)
+    question = "Neden iki rank da checkpoint yazdı?"
+    assert ask_about(client, auth, submission.id, "tr", question)["provider"] == "llm"
+    system, user = (message["content"] for message in with_model.requests[-1]["messages"])
+    assert "Answer in Türkçe" in system
+    assert "Never write out a complete program" in system
+    assert "Neden iki rank da checkpoint yazdı?" in user
+    for line in submission.code.splitlines():
+        if line.strip():
+            assert line in user  # the learner's whole program, numbered
+    _, result = run_of(CASE)
+    for check in result["checks"]:  # type: ignore[union-attr]
+        if check["status"] == "fail":
+            assert f"Failed check {check['id']}" in user
+            assert check["message"] in user
+    assert "Lesson steps:\n[1] " in user
+    info = content.get_exercise(EXERCISE)
+    solution = info.solution_path.read_text()
+    telling = telling_solution_lines(info.solution_path, info.starter_code, submission.code)
+    assert telling and not [line for line in telling if line in user]
+    assert solution not in user
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.usefixtures("stream_sessions")
+def test_an_answer_holding_a_solution_line_is_not_shown(
+    client: TestClient,
+    auth: dict[str, str],
+    graded: GradedFactory,
+    with_model: FakeModel,
+    streamed: bool,
+) -> None:
+    submission = graded(CASE)
+    info = content.get_exercise(EXERCISE)
+    telling = telling_solution_lines(info.solution_path, info.starter_code, submission.code)
+    leaked = sorted(telling)[0]
+    with_model.answer = f"Here is the fix [1]:\n\n    {leaked}\n\nand more.\n"
+    headers = {**auth, "Accept": "text/event-stream"} if streamed else auth
+    answered = client.post(
+        "/api/v1/coach",
+        json={
+            "question": "Just give me the code",
+            "lesson_id": "ddp-fundamentals",
+            "submission_id": str(submission.id),
+        },
+        headers=headers,
+    )
+    if streamed:
+        events = sse_events(answered.text)
+        shown = "".join(str(data.get("text", "")) for kind, data in events if kind == "delta")
+        assert [kind for kind, _ in events][-2:] == ["reset", "done"]
+        final = events[-1][1]
+    else:
+        shown, final = "", answered.json()
+    assert final["provider"] == "builtin"
+    assert leaked not in shown and leaked not in str(final["answer"])
