@@ -48,7 +48,7 @@ def test_unversioned_or_uncompressed_requests_revalidate(client: TestClient) -> 
 def test_lesson_page_loads_each_script_once_editor_last(client: TestClient) -> None:
     page = client.get("/lessons/ddp-fundamentals").text
     scripts = re.findall(r'<script src="/static/([^"?]+)\?v=[0-9a-f]{12}" defer>', page)
-    assert scripts == ["js/lesson.js", "vendor/codemirror.js", "js/submit.js"]
+    assert scripts == ["js/lesson.js", "js/coach.js", "vendor/codemirror.js", "js/submit.js"]
     assert page.count("css/submissions.css") == 1
     course = client.get("/").text
     assert "codemirror" not in course and "submissions.css" not in course
