@@ -28,7 +28,9 @@ class Base(DeclarativeBase):
 
 
 def make_engine(url: str) -> Engine:
-    kwargs: dict[str, Any] = {"future": True}
+    # hide_parameters: an error's message never carries the statement's values (a password
+    # hash, a token digest) into the log.
+    kwargs: dict[str, Any] = {"future": True, "hide_parameters": True}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     else:

@@ -5,24 +5,18 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Form, Request, Response, status
+from fastapi import APIRouter, Form, Request, Response, status
 
 from app.auth import service
-from app.auth.csrf import CSRFCookieMiddleware, csrf_context
-from app.auth.deps import CurrentAuth, CurrentLearner, account_context
-from app.auth.errors import ApiError, error_responses
-from app.auth.handlers import install_handlers
-from app.auth.pages import router as router
+from app.auth.deps import CurrentAuth, CurrentLearner
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import DevicePublic, TokenPublic, UserCreate, UserPublic
-from app.config import get_settings
 from app.db import SessionDep
+from app.errors import AppError, error_responses
+from app.limits import request_ip
+from app.text import StorableStr
 
 api_router = APIRouter(tags=["accounts"])
-
-
-def client_ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 def rate_limits(request: Request) -> AuthRateLimits:
@@ -30,10 +24,10 @@ def rate_limits(request: Request) -> AuthRateLimits:
     return limits
 
 
-def _rate_limited(retry_after: int) -> ApiError:
-    return ApiError(
-        429,
+def _rate_limited(retry_after: int) -> AppError:
+    return AppError(
         "rate_limited",
+        429,
         f"Too many attempts from here. Wait {retry_after} seconds, then try again.",
         headers={"Retry-After": str(retry_after)},
     )
@@ -43,17 +37,21 @@ def _rate_limited(retry_after: int) -> ApiError:
     "/auth/register",
     status_code=status.HTTP_201_CREATED,
     response_model=UserPublic,
-    responses=error_responses(409, 422, 429),
+    responses=error_responses(422, 429),
 )
 def register(request: Request, body: UserCreate, session: SessionDep) -> UserPublic:
-    """Create an account. Then get a token with POST /auth/token."""
-    wait = rate_limits(request).check_register(client_ip(request))
+    """Create an account. Then get a token with POST /auth/token.
+
+    The answer is the same whether or not the address had an account already (so that nobody
+    can probe who has one); only the owner's password signs in to an existing account. A
+    password among the commonest ones, or a trivial repeat, gets 422 `weak_password`."""
+    wait = rate_limits(request).check_register(request_ip(request))
     if wait is not None:
         raise _rate_limited(wait)
-    user = service.register(
+    registration = service.register_quietly(
         session, email=body.email, password=body.password, display_name=body.display_name
     )
-    return UserPublic.model_validate(user)
+    return UserPublic.model_validate(registration.user)
 
 
 @api_router.post(
@@ -63,13 +61,13 @@ def issue_token(
     request: Request,
     session: SessionDep,
     username: Annotated[
-        str, Form(min_length=1, max_length=320, description="The account's email.")
+        StorableStr, Form(min_length=1, max_length=320, description="The account's email.")
     ],
-    password: Annotated[str, Form(min_length=1, max_length=256)],
-    device_name: Annotated[str, Form(min_length=1, max_length=120)] = "Mobile app",
+    password: Annotated[StorableStr, Form(min_length=1, max_length=256)],
+    device_name: Annotated[StorableStr, Form(min_length=1, max_length=120)] = "Mobile app",
 ) -> TokenPublic:
     """A new token for this device (OAuth2 password form). Send it as `Authorization: Bearer`."""
-    wait = rate_limits(request).check_login(client_ip(request), username)
+    wait = rate_limits(request).check_login(request_ip(request), username)
     if wait is not None:
         raise _rate_limited(wait)
     user = service.authenticate(session, email=username, password=password)
@@ -116,13 +114,3 @@ def revoke_device(device_id: uuid.UUID, learner: CurrentLearner, session: Sessio
 def me(learner: CurrentLearner) -> UserPublic:
     """The signed-in learner."""
     return UserPublic.model_validate(learner)
-
-
-def install(app: FastAPI) -> None:
-    from app.web.templating import add_context_processor
-
-    app.state.auth_rate_limits = AuthRateLimits()
-    add_context_processor(csrf_context)
-    add_context_processor(account_context)
-    install_handlers(app)
-    app.add_middleware(CSRFCookieMiddleware, secure=get_settings().base_url.startswith("https://"))

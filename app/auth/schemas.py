@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.text import StorableStr
+
 
 def _as_utc(value: datetime) -> datetime:
     # SQLite hands datetimes back without a zone; everything stored is UTC.
@@ -24,10 +26,10 @@ EMAIL_PATTERN = rf"^{_EMAIL_CHAR}+@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$"
 
 
 class UserCreate(BaseModel):
-    email: str = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
-    password: str = Field(min_length=10, max_length=256, examples=["correct horse battery"])
+    email: StorableStr = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
+    password: StorableStr = Field(min_length=10, max_length=256, examples=["correct horse battery"])
     # At least one visible character (the same pattern in Python and in the OpenAPI document).
-    display_name: str = Field(
+    display_name: StorableStr = Field(
         min_length=1, max_length=80, pattern=r"[^\x00-\x20\x7f-\x9f]", examples=["Ada"]
     )
 

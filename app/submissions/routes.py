@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.auth.deps import CurrentLearner
-from app.auth.errors import ErrorBody, ValidationErrorBody
 from app.db import SessionDep, unit_of_work
-from app.i18n import LocaleDep, resolve_locale, translate
+from app.errors import ErrorBody, ValidationErrorBody
+from app.i18n import LocaleDep
 from app.submissions import service, sse
-from app.submissions.backends import GradingBackend, make_backend
-from app.submissions.config import get_submission_settings
-from app.submissions.errors import DraftNotFound, SubmissionError
+from app.submissions.backends import GradingBackend
+from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.schemas import (
     EXERCISE_ID_PATTERN,
@@ -209,32 +207,3 @@ def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: Exercis
     """Forget the draft ("reset to starter")."""
     service.delete_draft(session, user_id=learner.id, exercise=exercise)
     return Response(status_code=204)
-
-
-async def _handle_submission_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, SubmissionError)
-    message = translate(resolve_locale(request), exc.message)
-    if exc.params:
-        message = message.format(**exc.params)
-    return JSONResponse({"code": exc.code, "message": message}, status_code=exc.status_code)
-
-
-def install(app: FastAPI) -> None:
-    app.add_exception_handler(SubmissionError, _handle_submission_error)
-    app.state.grading_backend = None
-
-    async def start_backend(app: FastAPI) -> None:
-        if not get_submission_settings().autostart(app.state.settings.environment):
-            return
-        backend = make_backend()
-        await asyncio.to_thread(backend.start)
-        app.state.grading_backend = backend
-
-    async def stop_backend(app: FastAPI) -> None:
-        backend: GradingBackend | None = app.state.grading_backend
-        if backend is not None:
-            await asyncio.to_thread(backend.stop)
-            app.state.grading_backend = None
-
-    app.state.startup_hooks.append(start_backend)
-    app.state.shutdown_hooks.append(stop_backend)

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.text import StorableStr
 from grader.contract import Result
 
 SubmissionStatus = Literal["queued", "running", "done", "error"]
@@ -18,7 +19,7 @@ EXERCISE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,98}/[a-z0-9][a-z0-9-]{0,98}$"
 class SubmissionCreate(BaseModel):
     exercise: str = Field(pattern=EXERCISE_ID_PATTERN, examples=["ddp-fundamentals/train"])
     # At most 64 KiB of UTF-8; larger programs get 413 `code_too_large` with a clear message.
-    code: str = Field(pattern=r"\S", examples=["import torch.distributed as dist\n..."])
+    code: StorableStr = Field(pattern=r"\S", examples=["import torch.distributed as dist\n..."])
 
 
 class SubmissionAccepted(BaseModel):
@@ -67,7 +68,7 @@ class SubmissionList(BaseModel):
 
 
 class DraftUpdate(BaseModel):
-    code: str
+    code: StorableStr
 
 
 class DraftPublic(BaseModel):
