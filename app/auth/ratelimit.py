@@ -63,6 +63,8 @@ class AuthRateLimits:
     login_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(30, 900))
     login_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(50, 900))
     register_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
+    reset_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(5, 3600))
+    reset_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
 
     def check_login(self, ip: str, email: str) -> int | None:
         account = normalize_email(email)
@@ -70,6 +72,12 @@ class AuthRateLimits:
             self.login_per_ip.hit(ip),
             self.login_per_ip_and_account.hit(f"{ip}|{account}"),
             self.login_per_account.hit(account),
+        )
+
+    def check_reset(self, ip: str, email: str) -> int | None:
+        """Reset mails: 5 per address an hour (a mailbox is not flooded), 20 per IP."""
+        return _first_refusal(
+            self.reset_per_ip.hit(ip), self.reset_per_account.hit(normalize_email(email))
         )
 
     def check_register(self, ip: str) -> int | None:

@@ -5,15 +5,26 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request, Response, status
+from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
 
-from app.auth import service
+from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
 from app.auth.ratelimit import AuthRateLimits
-from app.auth.schemas import DevicePublic, TokenPublic, UserCreate, UserPublic
+from app.auth.schemas import (
+    AccountDeletion,
+    DevicePublic,
+    PasswordChange,
+    PasswordResetConfirm,
+    PasswordResetRequest,
+    TokenPublic,
+    UserCreate,
+    UserPublic,
+)
+from app.config import Settings
 from app.db import SessionDep
 from app.errors import AppError, error_responses
 from app.limits import request_ip
+from app.mail import send_mail
 from app.text import StorableStr
 
 api_router = APIRouter(tags=["accounts"])
@@ -114,3 +125,84 @@ def revoke_device(device_id: uuid.UUID, learner: CurrentLearner, session: Sessio
 def me(learner: CurrentLearner) -> UserPublic:
     """The signed-in learner."""
     return UserPublic.model_validate(learner)
+
+
+@api_router.post(
+    "/auth/password",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 422),
+)
+def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep) -> Response:
+    """A new password. Every other device is signed out; this one stays signed in."""
+    lifecycle.change_password(
+        session,
+        auth.user,
+        current=body.current_password,
+        new=body.new_password,
+        keep_device=auth.device,
+    )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@api_router.delete(
+    "/me",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 422),
+)
+def delete_account(body: AccountDeletion, learner: CurrentLearner, session: SessionDep) -> Response:
+    """Delete your account, confirmed with your password: progress, drafts, submissions,
+    devices and everything else kept for you go with it, at once and for good."""
+    lifecycle.delete_account(session, learner, password=body.password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@api_router.post(
+    "/auth/password-reset",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_class=Response,
+    responses=error_responses(422, 429),
+)
+def request_password_reset(
+    request: Request, body: PasswordResetRequest, session: SessionDep, tasks: BackgroundTasks
+) -> Response:
+    """Mail a reset link (valid one hour) to the address, if it has an account. The answer is
+    the same either way; the mail leaves after it."""
+    wait = rate_limits(request).check_reset(request_ip(request), body.email)
+    if wait is not None:
+        raise _rate_limited(wait)
+    reset = lifecycle.request_reset(session, body.email)
+    if reset is not None:
+        settings: Settings = request.app.state.settings
+        tasks.add_task(
+            send_mail,
+            settings,
+            to=reset.user.email,
+            subject="Reset your Rendezvous password",
+            body=reset_mail_body(settings.base_url, reset.token),
+        )
+    return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+@api_router.post(
+    "/auth/password-reset/confirm",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(400, 422),
+)
+def confirm_password_reset(body: PasswordResetConfirm, session: SessionDep) -> Response:
+    """Set a new password with the token from the reset mail; every device is signed out, so
+    sign in again with POST /auth/token."""
+    lifecycle.reset_password(session, token=body.token, new=body.new_password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def reset_mail_body(base_url: str, token: str) -> str:
+    link = f"{base_url.rstrip('/')}/reset-password?token={token}"
+    return (
+        "Someone asked to reset the password of your Rendezvous account.\n\n"
+        f"To choose a new password, open this link within an hour:\n{link}\n\n"
+        f"In the app, enter this code instead: {token}\n\n"
+        "If it was not you, ignore this mail: your password stays as it is.\n"
+    )

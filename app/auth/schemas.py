@@ -57,3 +57,37 @@ class DevicePublic(BaseModel):
     created_at: UtcDateTime
     last_used_at: UtcDateTime
     current: bool = Field(False, description="True for the device making this request.")
+
+
+NewPassword = Annotated[
+    StorableStr,
+    Field(
+        min_length=10,
+        max_length=256,
+        description="At least 10 characters; the commonest passwords and simple repeats are "
+        "refused (422 `weak_password`).",
+        examples=["violet kettle sunrise"],
+    ),
+]
+
+
+class PasswordChange(BaseModel):
+    current_password: StorableStr = Field(max_length=256, examples=["correct horse battery"])
+    new_password: NewPassword
+
+
+class AccountDeletion(BaseModel):
+    password: StorableStr = Field(
+        max_length=256, description="The account's password, to confirm.", examples=["..."]
+    )
+
+
+class PasswordResetRequest(BaseModel):
+    email: StorableStr = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
+
+
+class PasswordResetConfirm(BaseModel):
+    token: StorableStr = Field(
+        min_length=1, max_length=200, description="The token from the reset email."
+    )
+    new_password: NewPassword

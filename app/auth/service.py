@@ -130,7 +130,7 @@ def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | No
         return None
     device, user = found
     now = datetime.now(UTC)
-    last_used = _aware(device.last_used_at)
+    last_used = aware_utc(device.last_used_at)
     if last_used < now - IDLE_LIMIT:
         return None  # not written here: a refused request rolls back; the list filters it too
     if last_used < now - LAST_USED_RESOLUTION:
@@ -157,6 +157,6 @@ def revoke_device(session: Session, user: User, device_id: uuid.UUID) -> None:
     revoke(device)
 
 
-def _aware(value: datetime) -> datetime:
+def aware_utc(value: datetime) -> datetime:
     # SQLite hands datetimes back without a zone; everything we store is UTC.
     return value if value.tzinfo else value.replace(tzinfo=UTC)
