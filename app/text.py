@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# The same rule where the OpenAPI document can say it (JSON Schema cannot name a lone surrogate).
+NO_NUL = r"^[^\x00]*$"
 
 
 def storable(value: str) -> str:
@@ -18,3 +20,5 @@ def storable(value: str) -> str:
 
 
 StorableStr = Annotated[str, AfterValidator(storable)]
+# For fields with no pattern of their own: the document says "no NUL" too.
+NulFreeStr = Annotated[str, Field(pattern=NO_NUL), AfterValidator(storable)]

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import AfterValidator
 
 from app.auth import service
 from app.auth.csrf import csrf_protect
@@ -26,7 +27,7 @@ from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
 from app.limits import request_ip
-from app.text import StorableStr
+from app.text import storable
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 
@@ -132,9 +133,9 @@ def register_submit(
     request: Request,
     session: SessionDep,
     _csrf: Csrf,
-    email: Annotated[StorableStr, Form(max_length=320)] = "",
-    display_name: Annotated[StorableStr, Form(max_length=80)] = "",
-    password: Annotated[StorableStr, Form(max_length=256)] = "",
+    email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
+    display_name: Annotated[str, Form(max_length=80), AfterValidator(storable)] = "",
+    password: Annotated[str, Form(max_length=256), AfterValidator(storable)] = "",
     next: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     form = {"email": email, "display_name": display_name}
@@ -195,8 +196,8 @@ def login_submit(
     request: Request,
     session: SessionDep,
     _csrf: Csrf,
-    email: Annotated[StorableStr, Form(max_length=320)] = "",
-    password: Annotated[StorableStr, Form(max_length=256)] = "",
+    email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
+    password: Annotated[str, Form(max_length=256), AfterValidator(storable)] = "",
     next: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     def again(message: str, status_code: int) -> Response:

@@ -6,6 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
+from pydantic import AfterValidator
 
 from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
@@ -25,7 +26,7 @@ from app.db import SessionDep
 from app.errors import AppError, error_responses
 from app.limits import request_ip
 from app.mail import send_mail
-from app.text import StorableStr
+from app.text import NO_NUL, storable
 
 api_router = APIRouter(tags=["accounts"])
 
@@ -72,10 +73,16 @@ def issue_token(
     request: Request,
     session: SessionDep,
     username: Annotated[
-        StorableStr, Form(min_length=1, max_length=320, description="The account's email.")
+        str,
+        Form(min_length=1, max_length=320, pattern=NO_NUL, description="The account's email."),
+        AfterValidator(storable),
     ],
-    password: Annotated[StorableStr, Form(min_length=1, max_length=256)],
-    device_name: Annotated[StorableStr, Form(min_length=1, max_length=120)] = "Mobile app",
+    password: Annotated[
+        str, Form(min_length=1, max_length=256, pattern=NO_NUL), AfterValidator(storable)
+    ],
+    device_name: Annotated[
+        str, Form(min_length=1, max_length=120, pattern=NO_NUL), AfterValidator(storable)
+    ] = "Mobile app",
 ) -> TokenPublic:
     """A new token for this device (OAuth2 password form). Send it as `Authorization: Bearer`."""
     wait = rate_limits(request).check_login(request_ip(request), username)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from app.text import StorableStr
+from app.text import NulFreeStr, StorableStr
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -25,12 +25,15 @@ _EMAIL_CHAR = r"[^@\x00-\x20\x7f-\x9f]"
 EMAIL_PATTERN = rf"^{_EMAIL_CHAR}+@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$"
 
 
+VISIBLE_WITHOUT_NUL = r"^[^\x00]*[^\x00-\x20\x7f-\x9f][^\x00]*$"
+
+
 class UserCreate(BaseModel):
     email: StorableStr = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
-    password: StorableStr = Field(min_length=10, max_length=256, examples=["correct horse battery"])
-    # At least one visible character (the same pattern in Python and in the OpenAPI document).
+    password: NulFreeStr = Field(min_length=10, max_length=256, examples=["correct horse battery"])
+    # At least one visible character and no NUL (one pattern, in Python and in OpenAPI).
     display_name: StorableStr = Field(
-        min_length=1, max_length=80, pattern=r"[^\x00-\x20\x7f-\x9f]", examples=["Ada"]
+        min_length=1, max_length=80, pattern=VISIBLE_WITHOUT_NUL, examples=["Ada"]
     )
 
 
@@ -60,7 +63,7 @@ class DevicePublic(BaseModel):
 
 
 NewPassword = Annotated[
-    StorableStr,
+    NulFreeStr,
     Field(
         min_length=10,
         max_length=256,
@@ -72,12 +75,12 @@ NewPassword = Annotated[
 
 
 class PasswordChange(BaseModel):
-    current_password: StorableStr = Field(max_length=256, examples=["correct horse battery"])
+    current_password: NulFreeStr = Field(max_length=256, examples=["correct horse battery"])
     new_password: NewPassword
 
 
 class AccountDeletion(BaseModel):
-    password: StorableStr = Field(
+    password: NulFreeStr = Field(
         max_length=256, description="The account's password, to confirm.", examples=["..."]
     )
 
@@ -87,7 +90,7 @@ class PasswordResetRequest(BaseModel):
 
 
 class PasswordResetConfirm(BaseModel):
-    token: StorableStr = Field(
+    token: NulFreeStr = Field(
         min_length=1, max_length=200, description="The token from the reset email."
     )
     new_password: NewPassword

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from app.auth.schemas import UtcDateTime
-from app.text import StorableStr
+from app.text import NulFreeStr
 
 CLIENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 MAX_EVENTS_PER_BATCH = 500
@@ -23,7 +23,7 @@ ClientEventId = Annotated[
         "Sending the same id again changes nothing, so retries are always safe.",
     ),
 ]
-ContentId = Annotated[StorableStr, Field(min_length=1, max_length=100)]
+ContentId = Annotated[NulFreeStr, Field(min_length=1, max_length=100)]
 
 
 class _EventBase(BaseModel):
@@ -47,7 +47,7 @@ class QuizAnsweredEvent(_EventBase):
 
     type: Literal["quiz_answered"]
     question_id: ContentId
-    choice: Annotated[StorableStr, Field(min_length=1, max_length=16)]
+    choice: Annotated[NulFreeStr, Field(min_length=1, max_length=16)]
 
 
 class QuizCompletedEvent(_EventBase):
@@ -56,12 +56,6 @@ class QuizCompletedEvent(_EventBase):
     type: Literal["quiz_completed"]
     score: Annotated[int, Field(ge=0, le=1000)]
     max_score: Annotated[int, Field(ge=1, le=1000)]
-
-    @model_validator(mode="after")
-    def _score_within_maximum(self) -> QuizCompletedEvent:
-        if self.score > self.max_score:
-            raise ValueError("score must not exceed max_score")
-        return self
 
 
 ProgressEventIn = Annotated[
@@ -118,7 +112,12 @@ class LessonProgressPublic(BaseModel):
 class RejectedEvent(BaseModel):
     id: str
     code: Literal[
-        "unknown_lesson", "unknown_step", "unknown_question", "unknown_choice", "invalid_time"
+        "unknown_lesson",
+        "unknown_step",
+        "unknown_question",
+        "unknown_choice",
+        "invalid_time",
+        "invalid_score",
     ]
     message: str
 
@@ -133,13 +132,14 @@ class ProgressState(BaseModel):
     )
     rejected: list[RejectedEvent] = Field(
         default_factory=list,
-        description="Events not stored because they name content that does not exist, or carry "
-        "a time before the year 2000 (`invalid_time`); do not retry them.",
+        description="Events not stored: they name content that does not exist, carry a time "
+        "before the year 2000 (`invalid_time`) or a score above its maximum (`invalid_score`). "
+        "Do not retry them.",
     )
 
 
 class QuizAnswerIn(BaseModel):
-    choice: Annotated[StorableStr, Field(min_length=1, max_length=16, examples=["b"])]
+    choice: Annotated[NulFreeStr, Field(min_length=1, max_length=16, examples=["b"])]
 
 
 class QuizVerdictPublic(BaseModel):

@@ -31,6 +31,7 @@ from app.learning.schemas import (
     ProgressEventIn,
     ProgressState,
     QuizAnsweredEvent,
+    QuizCompletedEvent,
     RejectedEvent,
     StepEvent,
 )
@@ -52,6 +53,13 @@ def _stored(event: ProgressEventIn, now: datetime) -> StoredEvent | RejectedEven
             code="invalid_time",
             message=f"The time {event.at.isoformat()} is before 2000; fix the device's clock "
             "and send the event again with a new id.",
+        )
+    if isinstance(event, QuizCompletedEvent) and event.score > event.max_score:
+        return RejectedEvent(
+            id=event.id,
+            code="invalid_score",
+            message=f"The score {event.score} is above the maximum {event.max_score}; "
+            "drop this event.",
         )
     at = now if at > now + MAX_CLOCK_SKEW else at.astimezone(UTC)
     if isinstance(event, StepEvent):

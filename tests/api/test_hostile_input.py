@@ -16,7 +16,13 @@ from sqlalchemy.orm import Session
 from app.auth.models import DeviceToken, User
 from app.db import get_session
 from app.learning.models import ProgressEvent
-from tests.auth.factories import PASSWORD, bearer, browser_sign_up, register_and_sign_in
+from tests.auth.factories import (
+    PASSWORD,
+    bearer,
+    browser_sign_up,
+    page_csrf_token,
+    register_and_sign_in,
+)
 
 LESSON = "ddp-fundamentals"
 STEP = "meet-ddp"
@@ -113,7 +119,7 @@ def test_a_body_over_the_limit_is_refused_with_413(client: TestClient) -> None:
     assert response.json()["code"] == "too_large"
 
 
-def test_a_score_above_the_maximum_is_refused(client: TestClient) -> None:
+def test_a_score_above_the_maximum_is_rejected(client: TestClient, session: Session) -> None:
     auth = register_and_sign_in(client)
     event = {
         "id": "q1",
@@ -123,9 +129,11 @@ def test_a_score_above_the_maximum_is_refused(client: TestClient) -> None:
         "score": 9,
         "max_score": 3,
     }
-    response = client.post("/api/v1/progress/events", json={"events": [event]}, headers=auth)
-    assert response.status_code == 422
-    assert response.json()["code"] == "invalid_request"
+    good = _event("good", "2026-01-01T10:00:00Z")
+    response = client.post("/api/v1/progress/events", json={"events": [event, good]}, headers=auth)
+    assert response.status_code == 200
+    assert [(r["id"], r["code"]) for r in response.json()["rejected"]] == [("q1", "invalid_score")]
+    assert session.scalars(select(ProgressEvent.client_id)).all() == ["good"]
 
 
 def test_an_unexpected_error_is_json_on_the_api_and_a_page_for_pages(
@@ -160,3 +168,19 @@ def test_the_user_table_holds_no_row_after_a_refused_registration(
     )
     assert session.scalar(select(func.count()).select_from(User)) == 0
     assert client.get("/api/v1/me", headers=bearer("rdv_nothing")).status_code == 401
+
+
+def test_a_nul_in_the_sign_up_form_gets_a_page_not_a_500(client: TestClient) -> None:
+    token = page_csrf_token(client.get("/register").text)
+    response = client.post(
+        "/register",
+        data={
+            "email": "form@example.org",
+            "display_name": "A\x00",
+            "password": PASSWORD,
+            "csrf_token": token,
+        },
+        headers={"Origin": "http://testserver", "Accept": "text/html"},
+    )
+    assert response.status_code == 422
+    assert response.headers["content-type"].startswith("text/html")

@@ -14,7 +14,8 @@ from email.message import Message
 
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope, Session as SMTPSession
+from aiosmtpd.smtp import SMTP, Envelope
+from aiosmtpd.smtp import Session as SMTPSession
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
