@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.auth.models import User
 from app.submissions.models import (
     QUEUED,
     RUNNING,
@@ -37,6 +38,13 @@ def get_by_idempotency_key(session: Session, *, user_id: uuid.UUID, key: str) ->
     return session.scalars(
         select(Submission).where(Submission.user_id == user_id, Submission.idempotency_key == key)
     ).one_or_none()
+
+
+def lock_learner(session: Session, *, user_id: uuid.UUID) -> None:
+    """Hold the learner's row until the transaction ends, so one learner's count-then-insert
+    runs one at a time (PostgreSQL: FOR UPDATE; SQLite: its transactions begin IMMEDIATE, so
+    writers are serialised already)."""
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
 
 
 def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:

@@ -59,6 +59,7 @@ def submit(
     check_code_size(code)
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
+    repo.lock_learner(session, user_id=user_id)  # count and insert as one step
     if repo.count_in_flight(session, user_id=user_id) >= max_in_flight:
         raise TooManyInFlight(count=max_in_flight)
     submission = Submission(
