@@ -138,6 +138,11 @@ def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | No
     return AuthContext(user=user, device=device, via=via)
 
 
+def device_is_active(session: Session, device_id: uuid.UUID) -> bool:
+    """Whether the device is still signed in (read fresh: another request may have revoked it)."""
+    return repository.is_active(session, device_id)
+
+
 def revoke(device: DeviceToken) -> None:
     repository.mark_revoked(device, datetime.now(UTC))
 

@@ -12,7 +12,8 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from app.auth.deps import CurrentLearner
+from app.auth import service as auth_service
+from app.auth.deps import CurrentAuth, CurrentLearner
 from app.db import SessionDep, unit_of_work
 from app.errors import ErrorBody, ValidationErrorBody
 from app.i18n import LocaleDep
@@ -164,18 +165,21 @@ def submission_events(
     request: Request,
     session: SessionDep,
     sessions: SessionFactoryDep,
-    learner: CurrentLearner,
+    auth: CurrentAuth,
     submission_id: uuid.UUID,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
-    """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume."""
-    service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume. The stream
+    ends with `signed_out` when the device's token is revoked while it is open."""
+    service.get_for_learner(session, user_id=auth.user.id, submission_id=submission_id)
+    device_id = auth.device.id
     return StreamingResponse(
         sse.stream(
             sessions,
             submission_id,
             last_event_id=sse.parse_last_event_id(last_event_id),
             is_disconnected=request.is_disconnected,
+            signed_in=lambda s: auth_service.device_is_active(s, device_id),
         ),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
