@@ -36,7 +36,7 @@ _HTTP_CODES = {
     429: ("rate_limited", N_("Too many requests. Wait a little and try again.")),
 }
 _INTERNAL = N_("Something went wrong on our side; nothing was changed. Try again in a minute.")
-_BUSY = N_("The server is busy right now. Wait a second, then try again.")
+BUSY_MESSAGE = N_("The server is busy right now. Wait a second, then try again.")
 
 
 def is_api(path: str) -> bool:
@@ -120,7 +120,7 @@ async def handle_pool_timeout(request: Request, exc: Exception) -> Response:
     """Every database connection stayed busy for the checkout timeout: say so at once."""
     log.warning("database pool exhausted: %s %s answered 503", request.method, request.url.path)
     headers = {"Retry-After": str(BUSY_RETRY_AFTER_S)}
-    return error_response(request, 503, "busy", _BUSY, headers=headers)
+    return error_response(request, 503, "busy", BUSY_MESSAGE, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.error_handlers import error_response
+from app.error_handlers import BUSY_MESSAGE, error_response
 from app.errors import N_
 
 STREAM_SUFFIX = "/events"
@@ -34,7 +34,6 @@ _TOO_MANY_STREAMS = N_(
     "You have too many live streams open at once. Close one (another tab?), then try again."
 )
 _TOO_LARGE = N_("The request body is larger than {limit_kib} KiB. Send less at once.")
-_BUSY = N_("The server is busy right now. Wait a second, then try again.")
 
 
 async def _answer(
@@ -113,7 +112,7 @@ class RequestLimits:
             try:
                 await asyncio.wait_for(self._admission.acquire(), self.wait_s)
             except TimeoutError:
-                await _answer(scope, receive, send, 503, "busy", _BUSY, 2)
+                await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
                 return
             try:
                 await self.app(scope, receive, send)
