@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -69,12 +69,27 @@ def queue_position(session: Session, submission: Submission) -> int:
 
 
 def list_for_user(
-    session: Session, *, user_id: uuid.UUID, exercise: str | None, limit: int
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str | None,
+    limit: int,
+    before: tuple[datetime, uuid.UUID] | None = None,
 ) -> Sequence[Submission]:
+    """Newest first; `before`: only those after this (created_at, id) in that order."""
     query = select(Submission).where(Submission.user_id == user_id)
     if exercise is not None:
         query = query.where(Submission.exercise == exercise)
-    return session.scalars(query.order_by(Submission.created_at.desc()).limit(limit)).all()
+    if before is not None:
+        created_at, submission_id = before
+        query = query.where(
+            or_(
+                Submission.created_at < created_at,
+                and_(Submission.created_at == created_at, Submission.id < submission_id),
+            )
+        )
+    order = (Submission.created_at.desc(), Submission.id.desc())
+    return session.scalars(query.order_by(*order).limit(limit)).all()
 
 
 def add_event(

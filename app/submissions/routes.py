@@ -17,7 +17,7 @@ from app.auth.deps import CurrentAuth, CurrentLearner
 from app.db import SessionDep, unit_of_work
 from app.errors import ErrorBody, ValidationErrorBody
 from app.i18n import LocaleDep
-from app.submissions import service, sse
+from app.submissions import pagination, service, sse
 from app.submissions.backends import GradingBackend
 from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
@@ -33,6 +33,14 @@ from app.submissions.schemas import (
 )
 
 api_router = APIRouter(tags=["submissions"])
+
+SSE_EXAMPLES = {
+    "queued": {"value": 'event: queued\ndata: {"position":2,"attempt":0}\n\n'},
+    "done": {"value": 'id: 57\nevent: done\ndata: {"status":"pass","result":{}}\n\n'},
+    "signed_out": {
+        "value": 'event: signed_out\ndata: {"message":"This device was signed out."}\n\n'
+    },
+}
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 
@@ -121,10 +129,22 @@ def list_submissions(
     learner: CurrentLearner,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=pagination.CURSOR_PATTERN,
+            description="`next_cursor` from the previous page.",
+        ),
+    ] = None,
 ) -> SubmissionList:
-    """The learner's latest submissions, newest first (optionally for one exercise)."""
-    rows = service.list_for_learner(session, user_id=learner.id, exercise=exercise, limit=limit)
+    """The learner's submissions, newest first (optionally for one exercise), a page at a time."""
+    page = service.list_for_learner(
+        session, user_id=learner.id, exercise=exercise, limit=limit, cursor=cursor
+    )
+    rows = page.submissions
     return SubmissionList(
+        next_cursor=page.next_cursor,
         submissions=[
             SubmissionSummary(
                 id=row.id,
@@ -135,7 +155,7 @@ def list_submissions(
                 created_at=row.created_at,
             )
             for row in rows
-        ]
+        ],
     )
 
 
@@ -155,8 +175,17 @@ def read_submission(
     response_class=StreamingResponse,
     responses={
         200: {
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-            "description": "Server-Sent Events: queued, status, output, check, done.",
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string"},
+                    "examples": SSE_EXAMPLES,
+                }
+            },
+            "description": "Server-Sent Events, each `event: <kind>` with one JSON `data:` line: "
+            "`queued` {position, attempt}; the grader's events (status, output, check: the "
+            "fields of grader.contract.GradeEvent); `done` {status, result}, the last one; "
+            "`signed_out` {message} when the token is revoked. Stored events carry an `id:` "
+            "to resume from with Last-Event-ID.",
         },
         **_errors(401, 404),
     },

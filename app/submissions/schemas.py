@@ -67,6 +67,11 @@ class SubmissionSummary(BaseModel):
 
 class SubmissionList(BaseModel):
     submissions: list[SubmissionSummary]
+    next_cursor: str | None = Field(
+        None,
+        description="Send it back as `cursor` for the next (older) page; null on the last page.",
+        examples=["MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwxMjM"],
+    )
 
 
 class DraftUpdate(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
     CodeEmpty,
@@ -100,10 +101,32 @@ def get_for_learner(
     return submission
 
 
+@dataclass(frozen=True)
+class Page:
+    submissions: list[Submission]
+    next_cursor: str | None  # None on the last page
+
+
 def list_for_learner(
-    session: Session, *, user_id: uuid.UUID, exercise: str | None = None, limit: int = 20
-) -> list[Submission]:
-    return list(repo.list_for_user(session, user_id=user_id, exercise=exercise, limit=limit))
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+) -> Page:
+    """A page of the learner's submissions, newest first; `cursor` continues a previous page."""
+    before = pagination.decode(cursor) if cursor else None
+    rows = list(
+        repo.list_for_user(
+            session, user_id=user_id, exercise=exercise, limit=limit + 1, before=before
+        )
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows else None
+    next_cursor = pagination.encode(last.created_at, last.id) if more and last else None
+    return Page(rows, next_cursor)
 
 
 def queue_position(session: Session, submission: Submission) -> int | None:
