@@ -26,7 +26,7 @@ from app.content import service as content
 from app.error_handlers import CatchAll, install_error_handlers
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
-from app.security_headers import SecurityHeaders
+from app.security_headers import SecurityHeaders, csp_context
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
 from app.web import routes as web_routes
@@ -76,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth_rate_limits = AuthRateLimits()
     add_context_processor(csrf_context)
     add_context_processor(account_context)
+    add_context_processor(csp_context)
 
     app.mount("/static", StaticFiles(directory=REPO_ROOT / "static"), name="static")
     app.include_router(content_routes.api_router, prefix=API_PREFIX)

@@ -111,11 +111,20 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
         headers = client.get(path).headers
         policy = headers["content-security-policy"]
         assert "frame-ancestors 'none'" in policy
-        assert "script-src 'self'" in policy and "style-src 'self'" in policy
+        assert "script-src 'self';" in policy and "style-src 'self' 'nonce-" in policy
         assert "unsafe-inline" not in policy
         assert headers["x-content-type-options"] == "nosniff"
         assert headers["referrer-policy"] == "strict-origin-when-cross-origin"
         assert "strict-transport-security" not in headers  # plain http here
+
+
+def test_the_page_carries_the_nonce_its_policy_names(client: TestClient) -> None:
+    page = client.get("/lessons/ddp-fundamentals")
+    nonce = re.search(r"'nonce-([^']+)'", page.headers["content-security-policy"])
+    assert nonce is not None
+    assert f'<meta name="csp-nonce" content="{nonce.group(1)}">' in page.text
+    again = client.get("/lessons/ddp-fundamentals").headers["content-security-policy"]
+    assert nonce.group(1) not in again  # a new nonce for every response
 
 
 def test_hsts_and_secure_cookies_in_production_whatever_the_base_url() -> None:
