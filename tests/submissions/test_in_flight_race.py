@@ -5,40 +5,23 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 
-import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.auth.models import User
 from app.submissions import service
 from app.submissions.errors import TooManyInFlight
 from app.submissions.models import Submission
-from tests.auth.factories import create_user
 
 ATTEMPTS = 10
 LIMIT = 2
 
 
-@pytest.fixture
-def engine(engines: dict[str, Engine], db_backend: str) -> Engine:
-    return engines[db_backend]
-
-
-@pytest.fixture
-def learner_id(engine: Engine) -> Iterator[uuid.UUID]:
-    with Session(engine) as session, session.begin():
-        user_id = create_user(session, email=f"inflight-{uuid.uuid4().hex}@example.org").id
-    yield user_id
-    with Session(engine) as session, session.begin():
-        session.execute(delete(User).where(User.id == user_id))  # cascades to submissions
-
-
 def test_ten_simultaneous_submissions_accept_at_most_the_limit(
-    engine: Engine, learner_id: uuid.UUID
+    committing_engine: Engine, committed_learner_id: uuid.UUID
 ) -> None:
+    engine, learner_id = committing_engine, committed_learner_id
     barrier = threading.Barrier(ATTEMPTS)
     accepted: list[uuid.UUID] = []
     refused: list[TooManyInFlight] = []
