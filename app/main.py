@@ -15,6 +15,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from app.auth import account_pages
 from app.auth import pages as auth_pages
 from app.auth import routes as auth_routes
 from app.auth.csrf import CSRFCookieMiddleware, csrf_context
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(submission_routes.api_router, prefix=API_PREFIX)
     app.include_router(web_routes.router)
     app.include_router(auth_pages.router)
+    app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
 
     install_error_handlers(app)

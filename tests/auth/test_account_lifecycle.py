@@ -23,7 +23,13 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import Base, import_all_models
-from tests.auth.factories import PASSWORD, bearer, register_and_sign_in
+from tests.auth.factories import (
+    PASSWORD,
+    bearer,
+    browser_sign_up,
+    page_csrf_token,
+    register_and_sign_in,
+)
 
 NEW_PASSWORD = "violet kettle sunrise"
 
@@ -124,7 +130,7 @@ def inbox(app: FastAPI) -> Iterator[_Inbox]:
     controller.start()
     try:
         app.state.settings = Settings(
-            smtp_host="127.0.0.1", smtp_port=port, base_url="https://rdv.example"
+            smtp_host="127.0.0.1", smtp_port=port, base_url="http://rdv.example"
         )
         yield handler
     finally:
@@ -142,7 +148,7 @@ def test_a_forgotten_password_is_reset_through_the_mailed_link(
     mail = inbox.messages[0]
     assert mail["To"] == "forgot@example.org"
     text = mail.get_payload(decode=True).decode()  # type: ignore[union-attr]
-    match = re.search(r"https://rdv\.example/reset-password\?token=(\S+)", text)
+    match = re.search(r"http://rdv\.example/reset-password\?token=(\S+)", text)
     assert match, text
     token = match.group(1)
 
@@ -160,3 +166,58 @@ def test_a_forgotten_password_is_reset_through_the_mailed_link(
         "/api/v1/auth/password-reset/confirm", json={"token": token, "new_password": NEW_PASSWORD}
     )
     assert again.status_code == 400 and again.json()["code"] == "reset_token_invalid"
+
+
+def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: _Inbox) -> None:
+    browser_sign_up(client, "pages@example.org")
+    html = {"Origin": "http://testserver", "Accept": "text/html"}
+    token = page_csrf_token(client.get("/account/password").text)
+    changed = client.post(
+        "/account/password",
+        data={"csrf_token": token, "current_password": PASSWORD, "new_password": NEW_PASSWORD},
+        headers=html,
+    )
+    assert 'data-testid="password-changed"' in changed.text
+
+    client.cookies.set("rdv_locale", "tr")
+    forgot = client.post(
+        "/forgot-password",
+        data={"csrf_token": token, "email": "pages@example.org"},
+        headers=html,
+    )
+    assert 'data-testid="reset-sent"' in forgot.text and forgot.headers["content-language"] == "tr"
+    text = inbox.messages[-1].get_payload(decode=True).decode()  # type: ignore[union-attr]
+    reset_token = re.search(r"token=(\S+)", text).group(1)  # type: ignore[union-attr]
+    page = client.get(f"/reset-password?token={reset_token}")
+    assert reset_token in page.text
+    reset = client.post(
+        "/reset-password",
+        data={"csrf_token": token, "token": reset_token, "new_password": "amber lantern orchard"},
+        headers=html,
+    )
+    assert 'data-testid="password-reset"' in reset.text
+    assert client.get("/api/v1/me").status_code == 401  # the reset signed every device out
+
+    client.cookies.clear()
+    token = page_csrf_token(client.get("/login").text)
+    client.post(
+        "/login",
+        data={
+            "email": "pages@example.org",
+            "password": "amber lantern orchard",
+            "csrf_token": token,
+        },
+        headers=html,
+    )
+    wrong = client.post(
+        "/account/delete", data={"csrf_token": token, "password": "not it at all"}, headers=html
+    )
+    assert wrong.status_code == 401 and "form-error" in wrong.text
+    gone = client.post(
+        "/account/delete",
+        data={"csrf_token": token, "password": "amber lantern orchard"},
+        headers=html,
+        follow_redirects=False,
+    )
+    assert gone.status_code == 303
+    assert _token(client, "pages@example.org", "amber lantern orchard") is None
