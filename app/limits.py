@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -28,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.error_handlers import BUSY_MESSAGE, error_response
 from app.errors import N_
 
-STREAM_SUFFIX = "/events"
+STREAM_PATH = re.compile(r"^/api/v1/submissions/[^/]+/events$")  # the live event streams
 _TOO_MANY = N_("You have too many requests in progress at once. Wait for them, then try again.")
 _TOO_MANY_STREAMS = N_(
     "You have too many live streams open at once. Close one (another tab?), then try again."
@@ -101,7 +102,7 @@ class RequestLimits:
             await self.app(scope, receive, send)
             return
         caller = caller_key(scope)
-        if path.endswith(STREAM_SUFFIX):
+        if STREAM_PATH.match(path):
             await self._stream(caller, scope, receive, send)
             return
         if self._requests[caller] >= self.per_caller:

@@ -58,7 +58,9 @@ def _run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
 
 
-@pytest.mark.parametrize("path", ["/api/v1/me", "/api/v1/submissions/x/events"])
+@pytest.mark.parametrize(
+    "path", ["/api/v1/me", "/api/v1/progress/events", "/api/v1/submissions/x/events"]
+)
 def test_one_caller_beyond_its_cap_gets_429_and_others_still_get_in(path: str) -> None:
     gate = _Gate()
     limits = RequestLimits(gate, per_caller=3, streams_per_caller=3, admitted=10, wait_s=5)
