@@ -22,6 +22,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -63,12 +64,13 @@ def served(database_url: str, port: int) -> Iterator[str]:
         "RDV_GRADING_AUTOSTART": "false",
         "RDV_ENVIRONMENT": "development",
     }
+    log = tempfile.TemporaryFile()  # the server's log, shown if it fails to start
     server = subprocess.Popen(
         [sys.executable, "-m", "app", "serve", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -78,11 +80,15 @@ def served(database_url: str, port: int) -> Iterator[str]:
                     break
             time.sleep(0.1)
         else:
-            raise RuntimeError("the server did not start")
+            log.seek(0)
+            raise RuntimeError("the server did not start:\n" + log.read().decode()[-4000:])
         yield base
     finally:
         server.terminate()
         server.wait(timeout=30)
+        log.seek(0)
+        errors = [line for line in log.read().decode().splitlines() if "ERROR" in line]
+        print(f"server: {len(errors)} error lines in its log", *errors[:5], sep="\n  ")
 
 
 async def sign_up(http: httpx.AsyncClient, email: str, devices: int) -> list[dict[str, str]]:
