@@ -64,31 +64,31 @@ def served(database_url: str, port: int) -> Iterator[str]:
         "RDV_GRADING_AUTOSTART": "false",
         "RDV_ENVIRONMENT": "development",
     }
-    log = tempfile.TemporaryFile()  # the server's log, shown if it fails to start
-    server = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/api/v1/courses", timeout=1).status_code == 200:
-                    break
-            time.sleep(0.1)
-        else:
+    with tempfile.TemporaryFile() as log:  # the server's log, shown if it fails to start
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(600):
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{base}/api/v1/courses", timeout=1).status_code == 200:
+                        break
+                time.sleep(0.1)
+            else:
+                log.seek(0)
+                raise RuntimeError("the server did not start:\n" + log.read().decode()[-4000:])
+            yield base
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
             log.seek(0)
-            raise RuntimeError("the server did not start:\n" + log.read().decode()[-4000:])
-        yield base
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.seek(0)
-        errors = [line for line in log.read().decode().splitlines() if "ERROR" in line]
-        print(f"server: {len(errors)} error lines in its log", *errors[:5], sep="\n  ")
+            errors = [line for line in log.read().decode().splitlines() if "ERROR" in line]
+            print(f"server: {len(errors)} error lines in its log", *errors[:5], sep="\n  ")
 
 
 async def sign_up(http: httpx.AsyncClient, email: str, devices: int) -> list[dict[str, str]]:
