@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +30,14 @@ def main(argv: list[str] | None = None) -> int:
         upgrade()
     import uvicorn
 
-    uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port)
+    uvicorn.run("app.main:create_app", host=args.host, port=args.port, **uvicorn_options())
     return 0
+
+
+def uvicorn_options() -> dict[str, Any]:
+    # The app reads X-Forwarded-For itself, from RDV_TRUSTED_PROXIES only (app/limits.py):
+    # uvicorn's own proxy headers would believe any local peer.
+    return {"factory": True, "proxy_headers": False, "server_header": False}
 
 
 if __name__ == "__main__":

@@ -34,6 +34,40 @@ class Settings(BaseSettings):
     coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
     coach_questions_per_hour: int = Field(20, ge=1)
 
+    # Grading pipeline. Start the backend with the web app; unset: yes, except when
+    # RDV_ENVIRONMENT=test (unit tests build many apps and grade through their own backends).
+    grading_autostart: bool | None = None
+    # The procrastinate queue's PostgreSQL database; unset: the app's own database.
+    queue_url: str | None = None
+    # A running job whose runner has not said it is alive for this long is taken back.
+    lease_seconds: float = 30.0
+    # Runs of one submission when its runner dies (never when the learner's code fails).
+    max_attempts: int = 2
+    # Also run the queue's results worker in the web process (procrastinate backend).
+    results_worker: bool = True
+
+    # Load: database connections per process, and how long a request waits for one before it is
+    # answered 503 with Retry-After (instead of queueing behind a pile-up).
+    db_pool_size: int = 10
+    db_pool_overflow: int = 5
+    db_checkout_timeout_s: float = 2.0
+    # Requests one learner may have in progress at once, and live event streams open at once.
+    max_requests_per_learner: int = 8
+    max_streams_per_learner: int = 4
+    # Request bodies: JSON bodies and forms are refused with 413 above this many bytes.
+    max_body_bytes: int = 1024 * 1024
+    # Client addresses: X-Forwarded-For is believed only from these proxies (comma-separated IPs).
+    trusted_proxies: str = ""
+
+    # Mail (password reset): an SMTP server; unset host: mail is not sent, the reset is logged
+    # as impossible (development).
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_user: str | None = None
+    smtp_password: str | None = None
+    smtp_starttls: bool = False
+    mail_from: str = "Rendezvous <no-reply@localhost>"
+
     @model_validator(mode="after")
     def _refuse_weak_secret(self) -> Settings:
         if self.environment == "production" and (
@@ -49,6 +83,27 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def secure_cookies(self) -> bool:
+        """`Secure` on every cookie in production (TLS ends at the proxy whatever the base URL)."""
+        return self.environment == "production" or self.base_url.startswith("https://")
+
+    def queue_conninfo(self) -> str:
+        """A libpq URL for the grading queue (procrastinate speaks psycopg, not SQLAlchemy)."""
+        url = self.queue_url or self.database_url
+        if not url.startswith("postgresql"):
+            raise ValueError(
+                "RDV_GRADING_BACKEND=procrastinate needs PostgreSQL: set RDV_DATABASE_URL or "
+                "RDV_QUEUE_URL to a postgresql:// URL"
+            )
+        scheme, rest = url.split("://", 1)
+        return "postgresql://" + rest if "+" in scheme else url
+
+    def grading_autostarts(self) -> bool:
+        if self.grading_autostart is None:
+            return self.environment != "test"
+        return self.grading_autostart
 
 
 @lru_cache

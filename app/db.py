@@ -27,8 +27,20 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def make_engine(url: str) -> Engine:
-    kwargs: dict[str, Any] = {"future": True}
+def make_engine(
+    url: str, *, pool_size: int = 10, max_overflow: int = 5, pool_timeout: float = 2.0
+) -> Engine:
+    """`pool_timeout`: a request waits this long for a connection, then gets 503 Retry-After
+    (app/error_handlers.py) instead of queueing behind a pile-up."""
+    # hide_parameters: an error's message never carries the statement's values (a password
+    # hash, a token digest) into the log.
+    kwargs: dict[str, Any] = {
+        "future": True,
+        "hide_parameters": True,
+        "pool_size": pool_size,
+        "max_overflow": max_overflow,
+        "pool_timeout": pool_timeout,
+    }
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
     else:
@@ -60,7 +72,13 @@ def _sqlite_begin(connection: Any) -> None:
 
 @lru_cache
 def get_engine() -> Engine:
-    return make_engine(get_settings().database_url)
+    settings = get_settings()
+    return make_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_pool_overflow,
+        pool_timeout=settings.db_checkout_timeout_s,
+    )
 
 
 @lru_cache

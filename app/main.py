@@ -1,64 +1,109 @@
-"""create_app(): routers, static files, templates, lifespan."""
+"""The composition root: `create_app()` lists every part of the running app, in order.
+
+Settings, then the routers (the API under /api/v1, then the pages), the error handlers, the
+middleware (the last added runs first), and what starts and stops with the app (`lifespan`).
+Nothing arrives by discovery: a new router is one line below.
+"""
 
 from __future__ import annotations
 
-import importlib
-import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+import anyio.to_thread
+from fastapi import FastAPI
 
-from app.config import REPO_ROOT, get_settings
+from app.auth import account_pages
+from app.auth import pages as auth_pages
+from app.auth import routes as auth_routes
+from app.auth.csrf import CSRFCookieMiddleware, csrf_context
+from app.auth.deps import account_context
+from app.auth.ratelimit import AuthRateLimits
+from app.coach import routes as coach_routes
+from app.coach.index import get_index as coach_index
+from app.config import REPO_ROOT, Settings, get_settings
+from app.content import routes as content_routes
+from app.content import service as content
+from app.error_handlers import CatchAll, install_error_handlers
+from app.learning import routes as learning_routes
+from app.limits import BodyLimit, RequestLimits
+from app.security_headers import SecurityHeaders, csp_context
+from app.submissions import routes as submission_routes
+from app.submissions.backends import GradingBackend, make_backend
+from app.web import routes as web_routes
 from app.web.assets import Assets
+from app.web.templating import add_context_processor
 
-log = logging.getLogger(__name__)
-
-# Each domain exposes `router` (and optionally `api_router`) in its routes module.
-# Order matters only for overlapping paths; API routers are mounted under /api/v1.
-ROUTE_MODULES: list[str] = [
-    # "app.content.routes", "app.auth.routes", ... added by each domain
-    "app.content.routes",
-    "app.web.routes",
-    "app.auth.routes",
-    "app.learning.routes",
-    "app.submissions.routes",
-    "app.coach.routes",
-]
+API_PREFIX = "/api/v1"
 
 
-@asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    for hook in app.state.startup_hooks:
-        await hook(app)
-    try:
-        yield
-    finally:
-        for hook in reversed(app.state.shutdown_hooks):
-            await hook(app)
+def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        # More threads than requests admitted at once (RequestLimits): a request that holds a
+        # database connection always finds a thread for its next step.
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = max(threads.total_tokens, 2 * _admitted(settings) + 8)
+        content.get_catalog()  # content problems are logged before the first visitor
+        coach_index()  # the coach's retrieval index (rebuilt when the lessons reload)
+        backend: GradingBackend | None = None
+        if settings.grading_autostarts():
+            backend = make_backend()
+            await asyncio.to_thread(backend.start)
+        app.state.grading_backend = backend
+        try:
+            yield
+        finally:
+            if backend is not None:
+                await asyncio.to_thread(backend.stop)
+                app.state.grading_backend = None
+
+    return run
 
 
-def create_app() -> FastAPI:
-    settings = get_settings()
+def _admitted(settings: Settings) -> int:
+    """Requests that may hold a database connection at once: exactly the pool."""
+    return settings.db_pool_size + settings.db_pool_overflow
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
     app = FastAPI(
         title="Rendezvous API",
         version="1.0.0",
         description="Learn PyTorch distributed training by running real code.",
-        lifespan=lifespan,
+        lifespan=lifespan(settings),
     )
     app.state.settings = settings
-    app.state.startup_hooks = []
-    app.state.shutdown_hooks = []
+    app.state.grading_backend = None
+    app.state.auth_rate_limits = AuthRateLimits()
+    add_context_processor(csrf_context)
+    add_context_processor(account_context)
+    add_context_processor(csp_context)
+
     app.mount("/static", Assets(directory=REPO_ROOT / "static"), name="static")
-    for module_name in ROUTE_MODULES:
-        module = importlib.import_module(module_name)
-        api_router: APIRouter | None = getattr(module, "api_router", None)
-        if api_router is not None:
-            app.include_router(api_router, prefix="/api/v1")
-        router: APIRouter | None = getattr(module, "router", None)
-        if router is not None:
-            app.include_router(router)
-        install = getattr(module, "install", None)
-        if install is not None:
-            install(app)
+    app.include_router(content_routes.api_router, prefix=API_PREFIX)
+    app.include_router(auth_routes.api_router, prefix=API_PREFIX)
+    app.include_router(learning_routes.api_router, prefix=API_PREFIX)
+    app.include_router(submission_routes.api_router, prefix=API_PREFIX)
+    app.include_router(coach_routes.api_router, prefix=API_PREFIX)
+    app.include_router(web_routes.router)
+    app.include_router(auth_pages.router)
+    app.include_router(account_pages.router)
+    app.include_router(learning_routes.router)
+
+    install_error_handlers(app)
+
+    app.add_middleware(CSRFCookieMiddleware, secure=settings.secure_cookies)
+    app.add_middleware(
+        RequestLimits,
+        per_caller=settings.max_requests_per_learner,
+        streams_per_caller=settings.max_streams_per_learner,
+        admitted=_admitted(settings),
+        wait_s=settings.db_checkout_timeout_s,
+    )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
+    app.add_middleware(CatchAll)
     return app

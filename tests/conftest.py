@@ -4,11 +4,12 @@ rolled-back transaction, and an HTTP client bound to that session."""
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, delete, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -107,3 +108,22 @@ def client(app):  # type: ignore[no-untyped-def]
 
     with TestClient(app) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def committing_engine(engines: dict[str, Engine], db_backend: str) -> Engine:
+    """The backend's engine itself, for tests whose connections commit (races between them)."""
+    return engines[db_backend]
+
+
+@pytest.fixture
+def committed_learner_id(committing_engine: Engine) -> Iterator[uuid.UUID]:
+    """A learner committed for real; deleted after the test (everything personal cascades)."""
+    from app.auth.models import User
+    from tests.auth.factories import create_user
+
+    with Session(committing_engine) as session, session.begin():
+        user_id = create_user(session, email=f"committed-{uuid.uuid4().hex}@example.org").id
+    yield user_id
+    with Session(committing_engine) as session, session.begin():
+        session.execute(delete(User).where(User.id == user_id))

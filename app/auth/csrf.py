@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.errors import ApiError
 from app.config import get_settings
+from app.errors import AppError
 
 CSRF_COOKIE = "rdv_csrf"
 CSRF_HEADER = "x-csrf-token"
@@ -55,8 +55,8 @@ def csrf_context(request: Request) -> dict[str, Any]:
     return {"csrf_token": csrf_token(request)}
 
 
-def _failed(message: str) -> ApiError:
-    return ApiError(403, "csrf_failed", message)
+def _failed(message: str) -> AppError:
+    return AppError("csrf_failed", 403, message)
 
 
 def check_origin(request: Request) -> None:
@@ -76,7 +76,7 @@ def check_origin(request: Request) -> None:
 
 
 async def verify_csrf(request: Request) -> None:
-    """Both checks; raises ApiError(403, "csrf_failed") when either fails."""
+    """Both checks; raises AppError(403, "csrf_failed") when either fails."""
     check_origin(request)
     sent = request.headers.get(CSRF_HEADER)
     if sent is None and request.headers.get("content-type", "").startswith(

@@ -14,10 +14,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth import service
 from app.auth.csrf import SAFE_METHODS, verify_csrf
-from app.auth.errors import ApiError
 from app.auth.models import User
 from app.auth.service import AuthContext
 from app.db import SessionDep
+from app.errors import AppError
 
 SESSION_COOKIE = "rdv_session"
 
@@ -45,10 +45,10 @@ def _resolve(request: Request, session: SessionDep) -> AuthContext | None:
     return None
 
 
-def _not_authenticated() -> ApiError:
-    return ApiError(
-        401,
+def _not_authenticated() -> AppError:
+    return AppError(
         "not_authenticated",
+        401,
         "Sign in first: send a valid token as 'Authorization: Bearer <token>' "
         "(POST /api/v1/auth/token gives you one).",
         headers={"WWW-Authenticate": "Bearer"},

@@ -14,17 +14,20 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import AfterValidator, ValidationError
 
 from app.auth import service
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
-from app.auth.errors import ApiError
+from app.auth.passwords import WeakPassword
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import UserCreate
 from app.config import get_settings
 from app.db import SessionDep
+from app.errors import AppError
 from app.i18n import resolve_locale, translate
+from app.limits import request_ip
+from app.text import storable
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
 
@@ -107,7 +110,7 @@ def _signed_in(request: Request, token: str, target: str) -> Response:
         max_age=SESSION_MAX_AGE,
         httponly=True,
         samesite="lax",
-        secure=get_settings().base_url.startswith("https://"),
+        secure=request.app.state.settings.secure_cookies,
         path="/",
     )
     return response
@@ -116,10 +119,6 @@ def _signed_in(request: Request, token: str, target: str) -> Response:
 def _limits(request: Request) -> AuthRateLimits:
     limits: AuthRateLimits = request.app.state.auth_rate_limits
     return limits
-
-
-def _ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 @router.get("/register")
@@ -134,9 +133,9 @@ def register_submit(
     request: Request,
     session: SessionDep,
     _csrf: Csrf,
-    email: Annotated[str, Form(max_length=320)] = "",
-    display_name: Annotated[str, Form(max_length=80)] = "",
-    password: Annotated[str, Form(max_length=256)] = "",
+    email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
+    display_name: Annotated[str, Form(max_length=80), AfterValidator(storable)] = "",
+    password: Annotated[str, Form(max_length=256), AfterValidator(storable)] = "",
     next: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     form = {"email": email, "display_name": display_name}
@@ -152,7 +151,7 @@ def register_submit(
             error_field=field,
         )
 
-    if _limits(request).check_register(_ip(request)) is not None:
+    if _limits(request).check_register(request_ip(request)) is not None:
         return again(
             translate(
                 _locale(request), "Too many sign-ups from your network. Wait an hour and try again."
@@ -174,7 +173,9 @@ def register_submit(
         user = service.register(
             session, email=body.email, password=body.password, display_name=body.display_name
         )
-    except ApiError:
+    except WeakPassword as exc:
+        return again(translate(_locale(request), exc.message), 422)
+    except AppError:
         return again(
             translate(
                 _locale(request), "An account with this email exists already. Sign in instead."
@@ -212,8 +213,8 @@ def login_submit(
     request: Request,
     session: SessionDep,
     _csrf: Csrf,
-    email: Annotated[str, Form(max_length=320)] = "",
-    password: Annotated[str, Form(max_length=256)] = "",
+    email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
+    password: Annotated[str, Form(max_length=256), AfterValidator(storable)] = "",
     next: Annotated[str, Form(max_length=500)] = "/",
 ) -> Response:
     def again(message: str, status_code: int) -> Response:
@@ -227,7 +228,7 @@ def login_submit(
             error_field="password",
         )
 
-    if _limits(request).check_login(_ip(request), email) is not None:
+    if _limits(request).check_login(request_ip(request), email) is not None:
         return again(
             translate(
                 _locale(request), "Too many sign-in attempts. Wait 15 minutes and try again."
@@ -236,7 +237,7 @@ def login_submit(
         )
     try:
         user = service.authenticate(session, email=email, password=password)
-    except ApiError:
+    except AppError:
         return again(
             translate(
                 _locale(request), "The email or password is wrong. Check both and try again."
@@ -276,7 +277,7 @@ def revoke_device(
 ) -> Response:
     if auth is None:
         return RedirectResponse("/login?next=/account/devices", status_code=303)
-    with contextlib.suppress(ApiError):  # already signed out, or not yours: the list tells
+    with contextlib.suppress(AppError):  # already signed out, or not yours: the list tells
         service.revoke_device(session, auth.user, device_id)
     if device_id == auth.device.id:
         response = RedirectResponse("/", status_code=303)

@@ -3,7 +3,7 @@
 Each key (client IP, or IP + email) keeps the times of its recent attempts; an attempt is refused
 while `limit` attempts fall inside the last `window_s` seconds. State lives in the process, so with
 several server processes each enforces its own window (the effective limit is `limit * processes`);
-behind a proxy run uvicorn with `--forwarded-allow-ips` so the client IP is the real one.
+behind a proxy set RDV_TRUSTED_PROXIES so the client IP is the real one (`app.limits.client_ip`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from app.auth.service import normalize_email
 
 MAX_KEYS = 100_000
 
@@ -53,15 +55,29 @@ class SlidingWindow:
 
 @dataclass
 class AuthRateLimits:
-    """Login: 10 per (IP, email) and 50 per IP per 15 minutes. Registration: 20 per IP per hour."""
+    """Login: 10 per (IP, email), 30 per email from any address and 50 per IP per 15 minutes.
+    Registration: 20 per IP per hour. Emails are normalised first (as accounts store them), so
+    padding or capitals do not make a new key."""
 
-    login_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 900))
+    login_per_ip_and_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 900))
+    login_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(30, 900))
     login_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(50, 900))
     register_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
+    reset_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(5, 3600))
+    reset_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
 
     def check_login(self, ip: str, email: str) -> int | None:
+        account = normalize_email(email)
         return _first_refusal(
-            self.login_per_ip.hit(ip), self.login_per_account.hit(f"{ip}|{email.lower()}")
+            self.login_per_ip.hit(ip),
+            self.login_per_ip_and_account.hit(f"{ip}|{account}"),
+            self.login_per_account.hit(account),
+        )
+
+    def check_reset(self, ip: str, email: str) -> int | None:
+        """Reset mails: 5 per address an hour (a mailbox is not flooded), 20 per IP."""
+        return _first_refusal(
+            self.reset_per_ip.hit(ip), self.reset_per_account.hit(normalize_email(email))
         )
 
     def check_register(self, ip: str) -> int | None:

@@ -56,6 +56,13 @@ def get_device_of_user(
     )
 
 
+def is_active(session: Session, device_id: uuid.UUID) -> bool:
+    found = session.scalar(
+        select(DeviceToken.id).where(DeviceToken.id == device_id, DeviceToken.revoked_at.is_(None))
+    )
+    return found is not None
+
+
 def add(session: Session, row: User | DeviceToken) -> None:
     session.add(row)
     session.flush()

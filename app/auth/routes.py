@@ -5,24 +5,30 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Form, Request, Response, status
+from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
+from pydantic import AfterValidator
 
-from app.auth import service
-from app.auth.csrf import CSRFCookieMiddleware, csrf_context
-from app.auth.deps import CurrentAuth, CurrentLearner, account_context
-from app.auth.errors import ApiError, error_responses
-from app.auth.handlers import install_handlers
-from app.auth.pages import router as router
+from app.auth import lifecycle, service
+from app.auth.deps import CurrentAuth, CurrentLearner
 from app.auth.ratelimit import AuthRateLimits
-from app.auth.schemas import DevicePublic, TokenPublic, UserCreate, UserPublic
-from app.config import get_settings
+from app.auth.schemas import (
+    AccountDeletion,
+    DevicePublic,
+    PasswordChange,
+    PasswordResetConfirm,
+    PasswordResetRequest,
+    TokenPublic,
+    UserCreate,
+    UserPublic,
+)
+from app.config import Settings
 from app.db import SessionDep
+from app.errors import AppError, error_responses
+from app.limits import request_ip
+from app.mail import send_mail
+from app.text import NO_NUL, storable
 
 api_router = APIRouter(tags=["accounts"])
-
-
-def client_ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 def rate_limits(request: Request) -> AuthRateLimits:
@@ -30,10 +36,10 @@ def rate_limits(request: Request) -> AuthRateLimits:
     return limits
 
 
-def _rate_limited(retry_after: int) -> ApiError:
-    return ApiError(
-        429,
+def _rate_limited(retry_after: int) -> AppError:
+    return AppError(
         "rate_limited",
+        429,
         f"Too many attempts from here. Wait {retry_after} seconds, then try again.",
         headers={"Retry-After": str(retry_after)},
     )
@@ -43,17 +49,21 @@ def _rate_limited(retry_after: int) -> ApiError:
     "/auth/register",
     status_code=status.HTTP_201_CREATED,
     response_model=UserPublic,
-    responses=error_responses(409, 422, 429),
+    responses=error_responses(422, 429),
 )
 def register(request: Request, body: UserCreate, session: SessionDep) -> UserPublic:
-    """Create an account. Then get a token with POST /auth/token."""
-    wait = rate_limits(request).check_register(client_ip(request))
+    """Create an account. Then get a token with POST /auth/token.
+
+    The answer is the same whether or not the address had an account already (so that nobody
+    can probe who has one); only the owner's password signs in to an existing account. A
+    password among the commonest ones, or a trivial repeat, gets 422 `weak_password`."""
+    wait = rate_limits(request).check_register(request_ip(request))
     if wait is not None:
         raise _rate_limited(wait)
-    user = service.register(
+    registration = service.register_quietly(
         session, email=body.email, password=body.password, display_name=body.display_name
     )
-    return UserPublic.model_validate(user)
+    return UserPublic.model_validate(registration.user)
 
 
 @api_router.post(
@@ -63,13 +73,19 @@ def issue_token(
     request: Request,
     session: SessionDep,
     username: Annotated[
-        str, Form(min_length=1, max_length=320, description="The account's email.")
+        str,
+        Form(min_length=1, max_length=320, pattern=NO_NUL, description="The account's email."),
+        AfterValidator(storable),
     ],
-    password: Annotated[str, Form(min_length=1, max_length=256)],
-    device_name: Annotated[str, Form(min_length=1, max_length=120)] = "Mobile app",
+    password: Annotated[
+        str, Form(min_length=1, max_length=256, pattern=NO_NUL), AfterValidator(storable)
+    ],
+    device_name: Annotated[
+        str, Form(min_length=1, max_length=120, pattern=NO_NUL), AfterValidator(storable)
+    ] = "Mobile app",
 ) -> TokenPublic:
     """A new token for this device (OAuth2 password form). Send it as `Authorization: Bearer`."""
-    wait = rate_limits(request).check_login(client_ip(request), username)
+    wait = rate_limits(request).check_login(request_ip(request), username)
     if wait is not None:
         raise _rate_limited(wait)
     user = service.authenticate(session, email=username, password=password)
@@ -118,11 +134,82 @@ def me(learner: CurrentLearner) -> UserPublic:
     return UserPublic.model_validate(learner)
 
 
-def install(app: FastAPI) -> None:
-    from app.web.templating import add_context_processor
+@api_router.post(
+    "/auth/password",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 422),
+)
+def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep) -> Response:
+    """A new password. Every other device is signed out; this one stays signed in."""
+    lifecycle.change_password(
+        session,
+        auth.user,
+        current=body.current_password,
+        new=body.new_password,
+        keep_device=auth.device,
+    )
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
-    app.state.auth_rate_limits = AuthRateLimits()
-    add_context_processor(csrf_context)
-    add_context_processor(account_context)
-    install_handlers(app)
-    app.add_middleware(CSRFCookieMiddleware, secure=get_settings().base_url.startswith("https://"))
+
+@api_router.delete(
+    "/me",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(401, 403, 422),
+)
+def delete_account(body: AccountDeletion, learner: CurrentLearner, session: SessionDep) -> Response:
+    """Delete your account, confirmed with your password: progress, drafts, submissions,
+    devices and everything else kept for you go with it, at once and for good."""
+    lifecycle.delete_account(session, learner, password=body.password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@api_router.post(
+    "/auth/password-reset",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_class=Response,
+    responses=error_responses(422, 429),
+)
+def request_password_reset(
+    request: Request, body: PasswordResetRequest, session: SessionDep, tasks: BackgroundTasks
+) -> Response:
+    """Mail a reset link (valid one hour) to the address, if it has an account. The answer is
+    the same either way; the mail leaves after it."""
+    wait = rate_limits(request).check_reset(request_ip(request), body.email)
+    if wait is not None:
+        raise _rate_limited(wait)
+    reset = lifecycle.request_reset(session, body.email)
+    if reset is not None:
+        settings: Settings = request.app.state.settings
+        tasks.add_task(
+            send_mail,
+            settings,
+            to=reset.user.email,
+            subject="Reset your Rendezvous password",
+            body=reset_mail_body(settings.base_url, reset.token),
+        )
+    return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+@api_router.post(
+    "/auth/password-reset/confirm",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=error_responses(400, 422),
+)
+def confirm_password_reset(body: PasswordResetConfirm, session: SessionDep) -> Response:
+    """Set a new password with the token from the reset mail; every device is signed out, so
+    sign in again with POST /auth/token."""
+    lifecycle.reset_password(session, token=body.token, new=body.new_password)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def reset_mail_body(base_url: str, token: str) -> str:
+    link = f"{base_url.rstrip('/')}/reset-password?token={token}"
+    return (
+        "Someone asked to reset the password of your Rendezvous account.\n\n"
+        f"To choose a new password, open this link within an hour:\n{link}\n\n"
+        f"In the app, enter this code instead: {token}\n\n"
+        "If it was not you, ignore this mail: your password stays as it is.\n"
+    )

@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from app.text import NulFreeStr, StorableStr
+
 
 def _as_utc(value: datetime) -> datetime:
     # SQLite hands datetimes back without a zone; everything stored is UTC.
@@ -23,12 +25,15 @@ _EMAIL_CHAR = r"[^@\x00-\x20\x7f-\x9f]"
 EMAIL_PATTERN = rf"^{_EMAIL_CHAR}+@{_EMAIL_CHAR}+\.{_EMAIL_CHAR}+$"
 
 
+VISIBLE_WITHOUT_NUL = r"^[^\x00]*[^\x00-\x20\x7f-\x9f][^\x00]*$"
+
+
 class UserCreate(BaseModel):
-    email: str = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
-    password: str = Field(min_length=10, max_length=256, examples=["correct horse battery"])
-    # At least one visible character (the same pattern in Python and in the OpenAPI document).
-    display_name: str = Field(
-        min_length=1, max_length=80, pattern=r"[^\x00-\x20\x7f-\x9f]", examples=["Ada"]
+    email: StorableStr = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
+    password: NulFreeStr = Field(min_length=10, max_length=256, examples=["correct horse battery"])
+    # At least one visible character and no NUL (one pattern, in Python and in OpenAPI).
+    display_name: StorableStr = Field(
+        min_length=1, max_length=80, pattern=VISIBLE_WITHOUT_NUL, examples=["Ada"]
     )
 
 
@@ -55,3 +60,37 @@ class DevicePublic(BaseModel):
     created_at: UtcDateTime
     last_used_at: UtcDateTime
     current: bool = Field(False, description="True for the device making this request.")
+
+
+NewPassword = Annotated[
+    NulFreeStr,
+    Field(
+        min_length=10,
+        max_length=256,
+        description="At least 10 characters; the commonest passwords and simple repeats are "
+        "refused (422 `weak_password`).",
+        examples=["violet kettle sunrise"],
+    ),
+]
+
+
+class PasswordChange(BaseModel):
+    current_password: NulFreeStr = Field(max_length=256, examples=["correct horse battery"])
+    new_password: NewPassword
+
+
+class AccountDeletion(BaseModel):
+    password: NulFreeStr = Field(
+        max_length=256, description="The account's password, to confirm.", examples=["..."]
+    )
+
+
+class PasswordResetRequest(BaseModel):
+    email: StorableStr = Field(max_length=320, pattern=EMAIL_PATTERN, examples=["ada@example.org"])
+
+
+class PasswordResetConfirm(BaseModel):
+    token: NulFreeStr = Field(
+        min_length=1, max_length=200, description="The token from the reset email."
+    )
+    new_password: NewPassword

@@ -10,8 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.auth import repository, security
-from app.auth.errors import ApiError
 from app.auth.models import DeviceToken, User
+from app.auth.passwords import check_password
+from app.errors import AppError
 
 # Writing last_used_at on every request would turn every read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=5)
@@ -32,29 +33,53 @@ def normalize_email(email: str) -> str:
     return email.strip().lower()
 
 
+@dataclass(frozen=True)
+class Registration:
+    """The account as the client sees it; `created` is False when the address was taken (the
+    answer looks the same, so that registering does not reveal who has an account)."""
+
+    user: User
+    created: bool
+
+
 def register(session: Session, *, email: str, password: str, display_name: str) -> User:
-    email = normalize_email(email)
-    if repository.get_user_by_email(session, email) is not None:
+    """A new account; `email_taken` when the address has one (for the pages)."""
+    registration = register_quietly(
+        session, email=email, password=password, display_name=display_name
+    )
+    if not registration.created:
         raise _email_taken()
+    return registration.user
+
+
+def register_quietly(
+    session: Session, *, email: str, password: str, display_name: str
+) -> Registration:
+    """A new account, or, when the address has one already, an unsaved look-alike made with the
+    same work (the password is hashed either way), so status and timing say nothing."""
+    check_password(password)
     user = User(
         id=uuid.uuid4(),
-        email=email,
+        email=normalize_email(email),
         display_name=display_name.strip() or display_name,
         password_hash=security.hash_password(password),
         created_at=datetime.now(UTC),
     )
+    if repository.get_user_by_email(session, user.email) is not None:
+        return Registration(user, created=False)
     try:
         with session.begin_nested():  # a concurrent registration of the same email loses here
             repository.add(session, user)
-    except IntegrityError as exc:
-        raise _email_taken() from exc
-    return user
+    except IntegrityError:
+        session.expunge(user)
+        return Registration(user, created=False)
+    return Registration(user, created=True)
 
 
-def _email_taken() -> ApiError:
-    return ApiError(
-        409,
+def _email_taken() -> AppError:
+    return AppError(
         "email_taken",
+        409,
         "An account with this email exists already. Sign in, or register with another email.",
     )
 
@@ -71,10 +96,10 @@ def authenticate(session: Session, *, email: str, password: str) -> User:
     return user
 
 
-def _invalid_credentials() -> ApiError:
-    return ApiError(
-        401,
+def _invalid_credentials() -> AppError:
+    return AppError(
         "invalid_credentials",
+        401,
         "The email or password is wrong. Check both and try again.",
         headers={"WWW-Authenticate": "Bearer"},
     )
@@ -105,12 +130,17 @@ def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | No
         return None
     device, user = found
     now = datetime.now(UTC)
-    last_used = _aware(device.last_used_at)
+    last_used = aware_utc(device.last_used_at)
     if last_used < now - IDLE_LIMIT:
         return None  # not written here: a refused request rolls back; the list filters it too
     if last_used < now - LAST_USED_RESOLUTION:
         device.last_used_at = now
     return AuthContext(user=user, device=device, via=via)
+
+
+def device_is_active(session: Session, device_id: uuid.UUID) -> bool:
+    """Whether the device is still signed in (read fresh: another request may have revoked it)."""
+    return repository.is_active(session, device_id)
 
 
 def revoke(device: DeviceToken) -> None:
@@ -126,12 +156,12 @@ def revoke_device(session: Session, user: User, device_id: uuid.UUID) -> None:
     """Sign one of the learner's devices out. Another learner's device id is simply not found."""
     device = repository.get_device_of_user(session, user.id, device_id)
     if device is None:
-        raise ApiError(
-            404, "not_found", "No signed-in device with this id. Reload your device list."
+        raise AppError(
+            "not_found", 404, "No signed-in device with this id. Reload your device list."
         )
     revoke(device)
 
 
-def _aware(value: datetime) -> datetime:
+def aware_utc(value: datetime) -> datetime:
     # SQLite hands datetimes back without a zone; everything we store is UTC.
     return value if value.tzinfo else value.replace(tzinfo=UTC)

@@ -7,15 +7,14 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.auth.deps import CurrentLearner
-from app.auth.errors import error_responses
 from app.coach import service
-from app.coach.index import get_index
 from app.coach.schemas import CoachAnswer, CoachExchangePublic, CoachHistory, CoachQuestion
 from app.db import SessionDep
+from app.errors import error_responses
 from app.i18n import LocaleDep
 from app.submissions.routes import SessionFactoryDep
 
@@ -95,12 +94,3 @@ def coach_history(
     """Your own questions to the coach and its answers, newest first."""
     rows = service.history(session, user_id=learner.id, lesson_id=lesson_id, limit=limit)
     return CoachHistory(exchanges=[CoachExchangePublic.model_validate(row) for row in rows])
-
-
-def install(app: FastAPI) -> None:
-    """Build the retrieval index at start (it is rebuilt when the lessons reload)."""
-
-    async def build_index(_app: FastAPI) -> None:
-        get_index()
-
-    app.state.startup_hooks.append(build_index)

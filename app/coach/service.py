@@ -15,7 +15,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.auth.errors import ApiError
 from app.coach import repository
 from app.coach.builtin import N_, Answer, BuiltinCoach, source_of
 from app.coach.evidence import RunEvidence, gather
@@ -28,6 +27,7 @@ from app.coach.schemas import CoachAnswer, CoachQuestion, Provider, Source
 from app.config import Settings
 from app.content import service as content
 from app.content.markdown import render_markdown
+from app.errors import AppError
 from app.i18n import translate
 from app.submissions import repository as submissions
 from app.submissions.models import Submission
@@ -79,11 +79,11 @@ def provider_from(settings: Settings) -> ChatProvider | None:
     )
 
 
-def _error(locale: str, status: int, code: str, message: str, **params: Any) -> ApiError:
-    return ApiError(status, code, translate(locale, message).format(**params))
+def _error(locale: str, status: int, code: str, message: str, **params: Any) -> AppError:
+    return AppError(code, status, translate(locale, message).format(**params))
 
 
-def _exercise_not_found(locale: str, exercise_id: str) -> ApiError:
+def _exercise_not_found(locale: str, exercise_id: str) -> AppError:
     return _error(
         locale,
         404,

@@ -1,12 +1,11 @@
-"""Content over HTTP: the JSON Schema of the lesson files, and loading the lessons at startup."""
+"""Content over HTTP: the JSON Schema of the lesson files."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
 
-from app.content import service
 from app.content.schemas import json_schema
 
 api_router = APIRouter(tags=["content"])
@@ -16,12 +15,3 @@ api_router = APIRouter(tags=["content"])
 def content_schema(kind: Literal["lesson", "course"]) -> dict[str, Any]:
     """For editors' autocomplete (yaml-language-server can point at this URL)."""
     return json_schema(kind)
-
-
-def install(app: FastAPI) -> None:
-    """Load the lessons at startup, so content problems are logged before the first visitor."""
-
-    async def _load_lessons(_: FastAPI) -> None:
-        service.get_catalog()
-
-    app.state.startup_hooks.append(_load_lessons)

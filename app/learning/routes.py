@@ -1,23 +1,21 @@
 """The learning API under /api/v1: the course, lessons in a locale, quiz answers, progress sync;
-the quick check's plain form (no JavaScript); the progress the pages show (app/web/progress.py)."""
+the quick check's plain form (no JavaScript)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, FastAPI, Form, Header, Path, Query, Response
+from fastapi import APIRouter, Depends, Form, Header, Path, Query, Response
 from fastapi.responses import RedirectResponse
 
 from app.auth.csrf import csrf_protect
 from app.auth.deps import CurrentLearner, OptionalLearner
-from app.auth.errors import ApiError, error_responses
 from app.content import service as content
 from app.content.localized import LocalizedCourse, LocalizedLesson
 from app.content.shuffle import learner_seed, shuffled_for
 from app.db import SessionDep
+from app.errors import AppError, error_responses
 from app.i18n import negotiate
 from app.learning import service
 from app.learning.schemas import (
@@ -26,7 +24,6 @@ from app.learning.schemas import (
     QuizAnswerIn,
     QuizVerdictPublic,
 )
-from app.learning.standing import LessonStanding
 
 api_router = APIRouter(tags=["learning"])
 router = APIRouter(include_in_schema=False)  # pages
@@ -52,8 +49,8 @@ _CACHED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _not_found(what: str) -> ApiError:
-    return ApiError(404, "not_found", f"There is no {what}. GET /api/v1/courses lists the lessons.")
+def _not_found(what: str) -> AppError:
+    return AppError("not_found", 404, f"There is no {what}. GET /api/v1/courses lists the lessons.")
 
 
 def _conditional(
@@ -112,9 +109,9 @@ def read_lesson(
     try:
         lesson = content.localized_lesson(lesson_id, served)
     except content.LessonUnavailable as exc:
-        raise ApiError(
-            503,
+        raise AppError(
             "lesson_unavailable",
+            503,
             "This lesson's file has an error, so it cannot be shown right now. The other lessons "
             "work; try this one again later.",
             headers={"Retry-After": "300"},
@@ -213,44 +210,3 @@ def read_progress(
 ) -> ProgressState:
     """Your merged progress: every lesson, or only lessons changed since the cursor."""
     return service.changes_since(session, learner.id, since)
-
-
-@dataclass(frozen=True)
-class PageProgress:
-    """What the lesson page needs: completed steps, where to resume and the saved quiz answers
-    (see app/web/progress.py). Truthy for every signed-in learner, so the page loads the
-    progress recorder."""
-
-    completed_steps: frozenset[str]
-    last_step: str | None
-    quiz_answers: Mapping[str, str] = field(default_factory=dict)
-
-
-def _lesson_progress_for_page(
-    learner: OptionalLearner, session: SessionDep, lesson_id: str
-) -> PageProgress | None:
-    if learner is None:
-        return None
-    progress = service.lesson_progress(session, learner.id, lesson_id)
-    if progress is None:
-        return PageProgress(frozenset(), None)
-    return PageProgress(
-        frozenset(progress.completed_steps),
-        progress.last_step,
-        service.saved_quiz_answers(progress, lesson_id),
-    )
-
-
-def _course_progress_for_page(
-    learner: OptionalLearner, session: SessionDep
-) -> Mapping[str, LessonStanding] | None:
-    if learner is None:
-        return None
-    return service.course_standing(session, learner.id)
-
-
-def install(app: FastAPI) -> None:
-    from app.web.progress import course_progress, lesson_progress
-
-    app.dependency_overrides[lesson_progress] = _lesson_progress_for_page
-    app.dependency_overrides[course_progress] = _course_progress_for_page

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from app.auth.schemas import UtcDateTime
+from app.text import NulFreeStr
 
 CLIENT_ID_PATTERN = r"^[A-Za-z0-9._:-]+$"
 MAX_EVENTS_PER_BATCH = 500
@@ -22,7 +23,7 @@ ClientEventId = Annotated[
         "Sending the same id again changes nothing, so retries are always safe.",
     ),
 ]
-ContentId = Annotated[str, Field(min_length=1, max_length=100)]
+ContentId = Annotated[NulFreeStr, Field(min_length=1, max_length=100)]
 
 
 class _EventBase(BaseModel):
@@ -46,7 +47,7 @@ class QuizAnsweredEvent(_EventBase):
 
     type: Literal["quiz_answered"]
     question_id: ContentId
-    choice: Annotated[str, Field(min_length=1, max_length=16)]
+    choice: Annotated[NulFreeStr, Field(min_length=1, max_length=16)]
 
 
 class QuizCompletedEvent(_EventBase):
@@ -110,7 +111,14 @@ class LessonProgressPublic(BaseModel):
 
 class RejectedEvent(BaseModel):
     id: str
-    code: Literal["unknown_lesson", "unknown_step", "unknown_question", "unknown_choice"]
+    code: Literal[
+        "unknown_lesson",
+        "unknown_step",
+        "unknown_question",
+        "unknown_choice",
+        "invalid_time",
+        "invalid_score",
+    ]
     message: str
 
 
@@ -124,13 +132,14 @@ class ProgressState(BaseModel):
     )
     rejected: list[RejectedEvent] = Field(
         default_factory=list,
-        description="Events not stored because they name content that does not exist; do not "
-        "retry them.",
+        description="Events not stored: they name content that does not exist, carry a time "
+        "before the year 2000 (`invalid_time`) or a score above its maximum (`invalid_score`). "
+        "Do not retry them.",
     )
 
 
 class QuizAnswerIn(BaseModel):
-    choice: Annotated[str, Field(min_length=1, max_length=16, examples=["b"])]
+    choice: Annotated[NulFreeStr, Field(min_length=1, max_length=16, examples=["b"])]
 
 
 class QuizVerdictPublic(BaseModel):

@@ -31,6 +31,7 @@ from app.learning.schemas import (
     ProgressEventIn,
     ProgressState,
     QuizAnsweredEvent,
+    QuizCompletedEvent,
     RejectedEvent,
     StepEvent,
 )
@@ -40,8 +41,26 @@ from app.learning.standing import LessonStanding, lesson_standing
 MAX_CLOCK_SKEW = timedelta(minutes=5)
 
 
-def _stored(event: ProgressEventIn, now: datetime) -> StoredEvent:
+# Before this, a time is a device's broken clock (or a hostile client), not a learner's action.
+EARLIEST_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _stored(event: ProgressEventIn, now: datetime) -> StoredEvent | RejectedEvent:
     at = event.at if event.at.tzinfo else event.at.replace(tzinfo=UTC)
+    if at < EARLIEST_TIME:  # compared before converting: 0001-01-01+14:00 has no UTC time
+        return RejectedEvent(
+            id=event.id,
+            code="invalid_time",
+            message=f"The time {event.at.isoformat()} is before 2000; fix the device's clock "
+            "and send the event again with a new id.",
+        )
+    if isinstance(event, QuizCompletedEvent) and event.score > event.max_score:
+        return RejectedEvent(
+            id=event.id,
+            code="invalid_score",
+            message=f"The score {event.score} is above the maximum {event.max_score}; "
+            "drop this event.",
+        )
     at = now if at > now + MAX_CLOCK_SKEW else at.astimezone(UTC)
     if isinstance(event, StepEvent):
         payload: dict[str, object] = {"step_id": event.step_id}
@@ -115,7 +134,8 @@ def store_and_merge(
     rejected: list[RejectedEvent] = []
     catalog = content.get_catalog()  # once per batch: it checks the lesson files for edits
     for sent in events:
-        checked = _validate(_stored(sent, now), catalog)
+        stored = _stored(sent, now)
+        checked = stored if isinstance(stored, RejectedEvent) else _validate(stored, catalog)
         if isinstance(checked, RejectedEvent):
             rejected.append(checked)
         else:

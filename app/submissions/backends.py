@@ -205,22 +205,21 @@ def make_backend(session_factory: SessionFactory | None = None) -> GradingBacken
     """The backend the settings name (RDV_GRADING_BACKEND)."""
     from app.config import get_settings
     from app.db import unit_of_work
-    from app.submissions.config import get_submission_settings
 
-    settings, extra = get_settings(), get_submission_settings()
+    settings = get_settings()
     factory = session_factory or unit_of_work
     if settings.grading_backend == "procrastinate":
         from app.submissions.queue import ProcrastinateBackend
 
         return ProcrastinateBackend(
             factory,
-            conninfo=extra.queue_conninfo(settings.database_url),
-            max_attempts=extra.max_attempts,
-            results_worker=extra.results_worker,
+            conninfo=settings.queue_conninfo(),
+            max_attempts=settings.max_attempts,
+            results_worker=settings.results_worker,
         )
     return LocalBackend(
         factory,
         concurrency=settings.grading_concurrency,
-        lease_seconds=extra.lease_seconds,
-        max_attempts=extra.max_attempts,
+        lease_seconds=settings.lease_seconds,
+        max_attempts=settings.max_attempts,
     )

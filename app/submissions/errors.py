@@ -1,4 +1,5 @@
-"""Errors a learner sees: a stable code, an HTTP status and a sentence saying what to do next.
+"""Submission errors a learner sees (`AppError`s): a stable code, an HTTP status and a sentence
+saying what to do next.
 
 Messages are English msgids (marked with `N_` for extraction) translated when the response is
 written; `params` fill the placeholders after translation.
@@ -8,19 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def N_(message: str) -> str:  # the conventional gettext marker
-    return message
+from app.errors import N_, AppError
 
 
-class SubmissionError(Exception):
+class SubmissionError(AppError):
     status_code = 400
     code = "submission_error"
     message = N_("The submission could not be accepted.")
 
     def __init__(self, **params: Any) -> None:
-        super().__init__(self.message.format(**params) if params else self.message)
-        self.params = params
+        super().__init__(**params)
 
 
 class CodeTooLarge(SubmissionError):

@@ -3,8 +3,9 @@
 Each SSE message has `event: <name>` and `data: <JSON>`; these models describe the JSON per
 name. Every stored event also carries `attempt` (the grading attempt, from 1). The stream goes:
 queued (while waiting) -> status starting -> per launch: status launch, output lines -> status
-checking -> check (one per check) -> done. A `status: retrying` means the grading machine
-restarted and the run begins again (clear what was shown).
+checking -> check (one per check) -> done; or it ends with `signed_out` when the device's token
+is revoked. A `status: retrying` means the grading machine restarted and the run begins again
+(clear what was shown).
 """
 
 from __future__ import annotations
@@ -74,12 +75,20 @@ class DoneEvent(BaseModel):
     result: Result | None
 
 
+class SignedOutEvent(BaseModel):
+    """`event: signed_out`: the device's token was revoked while the stream was open; the stream
+    ends here (sign in again to follow the submission)."""
+
+    message: str
+
+
 EVENTS: dict[str, list[type[BaseModel]]] = {
     "queued": [QueuedEvent],
     "status": [StatusEvent, LaunchEvent],
     "output": [OutputEvent],
     "check": [CheckEvent],
     "done": [DoneEvent],
+    "signed_out": [SignedOutEvent],
 }
 
 

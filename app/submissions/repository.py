@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
+from app.auth.models import User
 from app.submissions.models import (
     QUEUED,
     RUNNING,
@@ -39,6 +40,13 @@ def get_by_idempotency_key(session: Session, *, user_id: uuid.UUID, key: str) ->
     ).one_or_none()
 
 
+def lock_learner(session: Session, *, user_id: uuid.UUID) -> None:
+    """Hold the learner's row until the transaction ends, so one learner's count-then-insert
+    runs one at a time (PostgreSQL: FOR UPDATE; SQLite: its transactions begin IMMEDIATE, so
+    writers are serialised already)."""
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+
+
 def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:
     return (
         session.scalar(
@@ -61,12 +69,27 @@ def queue_position(session: Session, submission: Submission) -> int:
 
 
 def list_for_user(
-    session: Session, *, user_id: uuid.UUID, exercise: str | None, limit: int
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str | None,
+    limit: int,
+    before: tuple[datetime, uuid.UUID] | None = None,
 ) -> Sequence[Submission]:
+    """Newest first; `before`: only those after this (created_at, id) in that order."""
     query = select(Submission).where(Submission.user_id == user_id)
     if exercise is not None:
         query = query.where(Submission.exercise == exercise)
-    return session.scalars(query.order_by(Submission.created_at.desc()).limit(limit)).all()
+    if before is not None:
+        created_at, submission_id = before
+        query = query.where(
+            or_(
+                Submission.created_at < created_at,
+                and_(Submission.created_at == created_at, Submission.id < submission_id),
+            )
+        )
+    order = (Submission.created_at.desc(), Submission.id.desc())
+    return session.scalars(query.order_by(*order).limit(limit)).all()
 
 
 def add_event(

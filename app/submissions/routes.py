@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from app.auth.deps import CurrentLearner
-from app.auth.errors import ErrorBody, ValidationErrorBody
+from app.auth import service as auth_service
+from app.auth.deps import CurrentAuth, CurrentLearner
 from app.db import SessionDep, unit_of_work
-from app.i18n import LocaleDep, resolve_locale, translate
-from app.submissions import event_schemas, service, sse
-from app.submissions.backends import GradingBackend, make_backend
-from app.submissions.config import get_submission_settings
-from app.submissions.errors import DraftNotFound, SubmissionError
+from app.errors import ErrorBody, ValidationErrorBody
+from app.i18n import LocaleDep
+from app.submissions import event_schemas, pagination, service, sse
+from app.submissions.backends import GradingBackend
+from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.rendering import (
     ResultLocaleDep,
@@ -41,6 +40,14 @@ from app.submissions.schemas import (
 from grader.contract import Result
 
 api_router = APIRouter(tags=["submissions"])
+
+SSE_EXAMPLES = {
+    "queued": {"value": 'event: queued\ndata: {"position":2,"attempt":0}\n\n'},
+    "done": {"value": 'id: 57\nevent: done\ndata: {"status":"pass","result":{}}\n\n'},
+    "signed_out": {
+        "value": 'event: signed_out\ndata: {"message":"This device was signed out."}\n\n'
+    },
+}
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 
@@ -133,10 +140,22 @@ def list_submissions(
     locale: ResultLocaleDep,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=pagination.CURSOR_PATTERN,
+            description="`next_cursor` from the previous page.",
+        ),
+    ] = None,
 ) -> SubmissionList:
-    """The learner's latest submissions, newest first (optionally for one exercise)."""
-    rows = service.list_for_learner(session, user_id=learner.id, exercise=exercise, limit=limit)
+    """The learner's submissions, newest first (optionally for one exercise), a page at a time."""
+    page = service.list_for_learner(
+        session, user_id=learner.id, exercise=exercise, limit=limit, cursor=cursor
+    )
+    rows = page.submissions
     return SubmissionList(
+        next_cursor=page.next_cursor,
         submissions=[
             SubmissionSummary(
                 id=row.id,
@@ -147,7 +166,7 @@ def list_submissions(
                 created_at=row.created_at,
             )
             for row in rows
-        ]
+        ],
     )
 
 
@@ -177,15 +196,17 @@ def submission_events(
     request: Request,
     session: SessionDep,
     sessions: SessionFactoryDep,
-    learner: CurrentLearner,
+    auth: CurrentAuth,
     locale: ResultLocaleDep,
     submission_id: uuid.UUID,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
     """Live progress as Server-Sent Events; reconnect with Last-Event-ID to resume. Checks and
-    the Result come in the viewer's language, as for `GET /submissions/{id}`."""
-    submission = service.get_for_learner(session, user_id=learner.id, submission_id=submission_id)
+    the Result come in the viewer's language, as for `GET /submissions/{id}`. The stream ends
+    with `signed_out` when the device's token is revoked while it is open."""
+    submission = service.get_for_learner(session, user_id=auth.user.id, submission_id=submission_id)
     exercise = submission.exercise
+    device_id = auth.device.id
     return StreamingResponse(
         sse.stream(
             sessions,
@@ -193,6 +214,7 @@ def submission_events(
             last_event_id=sse.parse_last_event_id(last_event_id),
             is_disconnected=request.is_disconnected,
             render=lambda kind, data: render_event(kind, data, exercise, locale),
+            signed_in=lambda s: auth_service.device_is_active(s, device_id),
         ),
         media_type="text/event-stream",
         headers={
@@ -228,32 +250,3 @@ def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: Exercis
     """Forget the draft ("reset to starter")."""
     service.delete_draft(session, user_id=learner.id, exercise=exercise)
     return Response(status_code=204)
-
-
-async def _handle_submission_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, SubmissionError)
-    message = translate(resolve_locale(request), exc.message)
-    if exc.params:
-        message = message.format(**exc.params)
-    return JSONResponse({"code": exc.code, "message": message}, status_code=exc.status_code)
-
-
-def install(app: FastAPI) -> None:
-    app.add_exception_handler(SubmissionError, _handle_submission_error)
-    app.state.grading_backend = None
-
-    async def start_backend(app: FastAPI) -> None:
-        if not get_submission_settings().autostart(app.state.settings.environment):
-            return
-        backend = make_backend()
-        await asyncio.to_thread(backend.start)
-        app.state.grading_backend = backend
-
-    async def stop_backend(app: FastAPI) -> None:
-        backend: GradingBackend | None = app.state.grading_backend
-        if backend is not None:
-            await asyncio.to_thread(backend.stop)
-            app.state.grading_backend = None
-
-    app.state.startup_hooks.append(start_backend)
-    app.state.shutdown_hooks.append(stop_backend)

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.text import NulFreeStr, StorableStr
 from grader.contract import Result
 
 SubmissionStatus = Literal["queued", "running", "done", "error"]
@@ -18,7 +19,9 @@ EXERCISE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,98}/[a-z0-9][a-z0-9-]{0,98}$"
 class SubmissionCreate(BaseModel):
     exercise: str = Field(pattern=EXERCISE_ID_PATTERN, examples=["ddp-fundamentals/train"])
     # At most 64 KiB of UTF-8; larger programs get 413 `code_too_large` with a clear message.
-    code: str = Field(pattern=r"\S", examples=["import torch.distributed as dist\n..."])
+    code: StorableStr = Field(
+        pattern=r"^[^\x00]*[^\x00\s][^\x00]*$", examples=["import torch.distributed as dist\n..."]
+    )
 
 
 class SubmissionAccepted(BaseModel):
@@ -64,10 +67,15 @@ class SubmissionSummary(BaseModel):
 
 class SubmissionList(BaseModel):
     submissions: list[SubmissionSummary]
+    next_cursor: str | None = Field(
+        None,
+        description="Send it back as `cursor` for the next (older) page; null on the last page.",
+        examples=["MjAyNi0xMi0wMVQxMDowMDowMCswMDowMHwxMjM"],
+    )
 
 
 class DraftUpdate(BaseModel):
-    code: str
+    code: NulFreeStr
 
 
 class DraftPublic(BaseModel):

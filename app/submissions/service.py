@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
     CodeEmpty,
@@ -40,12 +41,6 @@ def check_code_size(code: str) -> None:
         raise CodeEmpty()
 
 
-def storable(code: str) -> str:
-    """PostgreSQL text cannot hold NUL; Python source cannot either, so the grader reports the
-    replacement character as the syntax error it stands for."""
-    return code.replace("\x00", "\ufffd")
-
-
 def submit(
     session: Session,
     *,
@@ -58,7 +53,6 @@ def submit(
     spec_for: SpecLookup = spec_from_content,
 ) -> Submitted:
     """Store a new queued submission, or return the one this Idempotency-Key already made."""
-    code = storable(code)
     if idempotency_key:
         earlier = repo.get_by_idempotency_key(session, user_id=user_id, key=idempotency_key)
         if earlier is not None:
@@ -66,6 +60,7 @@ def submit(
     check_code_size(code)
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
+    repo.lock_learner(session, user_id=user_id)  # count and insert as one step
     if repo.count_in_flight(session, user_id=user_id) >= max_in_flight:
         raise TooManyInFlight(count=max_in_flight)
     submission = Submission(
@@ -106,10 +101,32 @@ def get_for_learner(
     return submission
 
 
+@dataclass(frozen=True)
+class Page:
+    submissions: list[Submission]
+    next_cursor: str | None  # None on the last page
+
+
 def list_for_learner(
-    session: Session, *, user_id: uuid.UUID, exercise: str | None = None, limit: int = 20
-) -> list[Submission]:
-    return list(repo.list_for_user(session, user_id=user_id, exercise=exercise, limit=limit))
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+) -> Page:
+    """A page of the learner's submissions, newest first; `cursor` continues a previous page."""
+    before = pagination.decode(cursor) if cursor else None
+    rows = list(
+        repo.list_for_user(
+            session, user_id=user_id, exercise=exercise, limit=limit + 1, before=before
+        )
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows else None
+    next_cursor = pagination.encode(last.created_at, last.id) if more and last else None
+    return Page(rows, next_cursor)
 
 
 def queue_position(session: Session, submission: Submission) -> int | None:
@@ -150,7 +167,7 @@ def save_draft(
         raise DraftTooLarge(limit_kib=MAX_CODE_BYTES // KIB)
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
-    return repo.put_draft(session, user_id=user_id, exercise=exercise, code=storable(code))
+    return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:

@@ -2,7 +2,8 @@
 
 Each stored event goes out with its row id as the SSE `id`, so a browser that reconnects with
 `Last-Event-ID` gets exactly the events it missed. `queued` events (the queue position) are
-computed live and carry no id. The stream ends after `done`.
+computed live and carry no id. The stream ends after `done`, or with `signed_out` as soon as the
+token it was opened with is revoked (checked at every poll).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ KEEPALIVE_SECONDS = 15.0
 
 @dataclass
 class Snapshot:
+    signed_in: bool
     status: str
     position: int | None
     result: dict[str, Any] | None
@@ -50,7 +52,12 @@ def parse_last_event_id(value: str | None) -> int:
         return 0
 
 
-def _snapshot(session_factory: SessionFactory, submission_id: uuid.UUID, after: int) -> Snapshot:
+def _snapshot(
+    session_factory: SessionFactory,
+    submission_id: uuid.UUID,
+    after: int,
+    signed_in: Callable[[Session], bool],
+) -> Snapshot:
     with session_factory() as session:
         submission = repo.get(session, submission_id)
         assert submission is not None
@@ -59,6 +66,7 @@ def _snapshot(session_factory: SessionFactory, submission_id: uuid.UUID, after: 
             session, submission_id=submission_id, after_id=after
         )
         return Snapshot(
+            signed_in=signed_in(session),
             status=submission.status,
             position=service.queue_position(session, submission),
             result=submission.result,
@@ -73,6 +81,7 @@ async def stream(
     *,
     last_event_id: int = 0,
     is_disconnected: Callable[[], Any] | None = None,
+    signed_in: Callable[[Session], bool] = lambda _session: True,
     poll_seconds: float = 0.2,
     render: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> AsyncIterator[str]:
@@ -84,7 +93,10 @@ async def stream(
     last_position: int | None = None
     last_sent = time.monotonic()
     while True:
-        snap = await asyncio.to_thread(_snapshot, session_factory, submission_id, after)
+        snap = await asyncio.to_thread(_snapshot, session_factory, submission_id, after, signed_in)
+        if not snap.signed_in:
+            yield format_event("signed_out", {"message": "This device was signed out."})
+            return
         if snap.status == QUEUED and snap.position is not None and snap.position != last_position:
             last_position = snap.position
             yield format_event("queued", {"position": snap.position, "attempt": snap.attempts})

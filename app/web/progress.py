@@ -1,27 +1,27 @@
-"""The hooks through which the progress domain shows a learner's progress on the pages.
+"""The learner's progress on the pages, from the learning domain.
 
-The lesson page depends on `lesson_progress`, the course page on `course_progress`; by default
-there is none. The learning domain replaces them in its `install(app)`:
+The lesson page depends on `lesson_progress`: None for a visitor, else an object with
+`completed_steps` (step ids), `last_step` (a step id or None) and `quiz_answers` (question id ->
+the learner's latest choice, for questions and choices the lesson still has). The page marks
+completed steps, resumes at `last_step` when the URL names no step, and shows each saved answer
+with its verdict.
 
-    app.dependency_overrides[app.web.progress.lesson_progress] = my_progress_dependency
-
-Its dependency may use `OptionalLearner`, `SessionDep` and the path parameter `lesson_id`, and
-returns an object with `completed_steps` (a collection of step ids), `last_step` (a step id or
-None) and `quiz_answers` (question id -> the learner's latest choice, for questions and choices
-the lesson still has), or None for a visitor. The page marks completed steps, resumes at
-`last_step` when the URL names no step, and shows each saved answer with its verdict.
-
-`course_progress` may use `OptionalLearner` and `SessionDep`; it returns None for a visitor, or a
-mapping from lesson id to a `LessonStandingView` for every lesson that loads. The course page
-shows the counts and each lesson's Start, Continue or Review link (`routes.lesson_action`).
+The course page depends on `course_progress`: None for a visitor, or a mapping from lesson id to
+a `LessonStandingView` for every lesson that loads. The course page shows the counts and each
+lesson's Start, Continue or Review link (`routes.lesson_action`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Annotated, Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Protocol
 
 from fastapi import Depends
+
+from app.auth.deps import OptionalLearner
+from app.db import SessionDep
+from app.learning import service as learning
 
 
 class LessonProgressView(Protocol):
@@ -60,15 +60,38 @@ class LessonStandingView(Protocol):
     def status(self) -> Literal["new", "in_progress", "done"]: ...
 
 
-def lesson_progress() -> Any:
-    """None: no progress to show (overridden by the learning domain)."""
-    return None
+@dataclass(frozen=True)
+class PageProgress:
+    """What the lesson page needs; truthy for every signed-in learner, so the page loads the
+    progress recorder."""
+
+    completed_steps: frozenset[str]
+    last_step: str | None
+    quiz_answers: Mapping[str, str] = field(default_factory=dict)
 
 
-def course_progress() -> Mapping[str, LessonStandingView] | None:
-    """None: no progress to show (overridden by the learning domain)."""
-    return None
+def lesson_progress(
+    learner: OptionalLearner, session: SessionDep, lesson_id: str
+) -> PageProgress | None:
+    if learner is None:
+        return None
+    progress = learning.lesson_progress(session, learner.id, lesson_id)
+    if progress is None:
+        return PageProgress(frozenset(), None)
+    return PageProgress(
+        frozenset(progress.completed_steps),
+        progress.last_step,
+        learning.saved_quiz_answers(progress, lesson_id),
+    )
 
 
-ProgressDep = Annotated[Any, Depends(lesson_progress)]
+def course_progress(
+    learner: OptionalLearner, session: SessionDep
+) -> Mapping[str, LessonStandingView] | None:
+    if learner is None:
+        return None
+    return learning.course_standing(session, learner.id)
+
+
+ProgressDep = Annotated[PageProgress | None, Depends(lesson_progress)]
 CourseProgressDep = Annotated[Mapping[str, LessonStandingView] | None, Depends(course_progress)]

@@ -10,7 +10,6 @@
   function setUpSteps(root) {
     var cards = Array.prototype.slice.call(root.querySelectorAll(".step-card"));
     var status = document.getElementById("step-status");
-    var meter = root.querySelector(".step-meter span");
     var prev = root.querySelector('[data-step-nav="prev"]');
     var next = root.querySelector('[data-step-nav="next"]');
     var after = root.querySelector('[data-step-nav="after"]');
@@ -23,7 +22,7 @@
     // The meter counts the whole sequence; past the steps, the part in view is the quick check
     // (the step count plus one) or an exercise (after the quick check).
     function setMeter(position) {
-      if (meter) meter.style.width = (100 * Math.min(position, parts) / parts).toFixed(1) + "%";
+      if (meterBox) meterBox.value = Math.min(position, parts);
     }
     function partOf(hash) {
       if (hash === "#quiz" || hash.indexOf("#quiz-") === 0) return total + 1;

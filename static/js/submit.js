@@ -112,6 +112,7 @@
         doc: code,
         label: label ? label.textContent.trim() : "main.py",
         onChange: (value) => this.changed(value),
+        nonce: (document.querySelector('meta[name="csp-nonce"]') || {}).content,
       });
       const content = host.querySelector(".cm-content");
       if (content) {

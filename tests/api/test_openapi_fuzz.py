@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -20,6 +21,15 @@ from tests.auth.factories import bearer, create_token, create_user
 # the submissions fixtures; everything else in the document is fuzzed here.
 EXCLUDED_PATH = r"^/api/v1/(submissions|drafts)"
 EXAMPLES_PER_OPERATION = 10  # per operation and mode (valid and invalid data)
+# Operations whose schema-valid requests may still be refused for what no schema can say: a
+# password among the commonest ones (422 weak_password), a reset token never issued (400). Their
+# answers are still held to the document (status, headers, body); only "valid data is accepted"
+# is not asked of them.
+BEYOND_THE_SCHEMA = {
+    ("POST", "/api/v1/auth/register"),
+    ("POST", "/api/v1/auth/password"),
+    ("POST", "/api/v1/auth/password-reset/confirm"),
+}
 
 
 @pytest.fixture
@@ -53,7 +63,10 @@ def test_api_matches_its_openapi_document(app: FastAPI, session: Session, learne
             if (case.method, case.path) == ("DELETE", "/api/v1/auth/token"):
                 # Revoke a throwaway token: the rest of the run stays signed in.
                 headers = bearer(create_token(session, learner))
-            response = case.call_and_validate(headers=headers)
+            excluded = []
+            if (case.method, case.path) in BEYOND_THE_SCHEMA:
+                excluded = [positive_data_acceptance]
+            response = case.call_and_validate(headers=headers, excluded_checks=excluded)
             calls.append((f"{case.method} {case.path}", response.status_code))
 
         check()

@@ -5,40 +5,22 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from pydantic import TypeAdapter
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from app.auth.models import User
 from app.content import service as content
 from app.learning import service
 from app.learning.models import ProgressEvent
 from app.learning.schemas import ProgressEventIn
-from tests.auth.factories import create_user
 
 LESSON = "ddp-fundamentals"
 THREADS = 6
 _events = TypeAdapter(list[ProgressEventIn])
-
-
-@pytest.fixture
-def engine(engines: dict[str, Engine], db_backend: str) -> Engine:
-    return engines[db_backend]
-
-
-@pytest.fixture
-def learner_id(engine: Engine) -> Iterator[uuid.UUID]:
-    with Session(engine) as session, session.begin():
-        user_id = create_user(session, email=f"race-{uuid.uuid4().hex}@example.org").id
-    yield user_id
-    with Session(engine) as session, session.begin():
-        session.execute(delete(User).where(User.id == user_id))  # cascades to progress
 
 
 def _run_concurrently(engine: Engine, batches: list[list[dict[str, Any]]], user_id: uuid.UUID):
@@ -73,7 +55,10 @@ def _event(event_id: str, step_id: str, seconds: int) -> dict[str, Any]:
     }
 
 
-def test_racing_duplicates_are_stored_once(engine: Engine, learner_id: uuid.UUID) -> None:
+def test_racing_duplicates_are_stored_once(
+    committing_engine: Engine, committed_learner_id: uuid.UUID
+) -> None:
+    engine, learner_id = committing_engine, committed_learner_id
     steps = [s.id for s in content.localized_lesson(LESSON).steps]
     batch = [_event("dup-1", steps[0], 1), _event("dup-2", steps[1], 2)]
     _run_concurrently(engine, [batch] * THREADS, learner_id)
@@ -89,7 +74,10 @@ def test_racing_duplicates_are_stored_once(engine: Engine, learner_id: uuid.UUID
     assert state.cursor == 1  # one change, however many retries raced
 
 
-def test_racing_different_events_lose_nothing(engine: Engine, learner_id: uuid.UUID) -> None:
+def test_racing_different_events_lose_nothing(
+    committing_engine: Engine, committed_learner_id: uuid.UUID
+) -> None:
+    engine, learner_id = committing_engine, committed_learner_id
     steps = [s.id for s in content.localized_lesson(LESSON).steps]
     batches = [[_event(f"dev{i}-1", steps[i], i)] for i in range(THREADS)]
     _run_concurrently(engine, batches, learner_id)

@@ -10,6 +10,8 @@ from httpx import Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.auth.models import User
+from app.submissions import service
 from app.submissions.models import Submission
 from grader.contract import MAX_CODE_BYTES
 
@@ -102,10 +104,10 @@ def test_empty_code_is_refused(client: TestClient, auth: dict[str, str]) -> None
 def test_a_nul_byte_cannot_break_storage(
     client: TestClient, auth: dict[str, str], session: Session
 ) -> None:
-    accepted = submit(client, auth, code="print('a')\x00\n")
-    assert accepted.status_code == 202
-    stored = session.get(Submission, uuid.UUID(accepted.json()["id"]))
-    assert stored is not None and "\x00" not in stored.code
+    refused = submit(client, auth, code="print('a')\x00\n")
+    assert refused.status_code == 422
+    assert refused.json()["code"] == "invalid_request"
+    assert session.scalar(select(func.count()).select_from(Submission)) == 0
 
 
 def test_drafts_only_for_exercises_that_exist(client: TestClient, auth: dict[str, str]) -> None:
@@ -195,3 +197,34 @@ def test_oversized_draft_is_refused(client: TestClient, auth: dict[str, str]) ->
     )
     assert refused.status_code == 413
     assert refused.json()["code"] == "draft_too_large"
+
+
+def test_history_pages_with_a_cursor(
+    client: TestClient, auth: dict[str, str], session: Session, learner: User
+) -> None:
+    made = [
+        service.submit(
+            session,
+            user_id=learner.id,
+            exercise="ddp-fundamentals/train",
+            code=f"print({index})\n",
+            max_in_flight=10,
+        ).submission.id
+        for index in range(5)
+    ]
+    session.flush()
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        query = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        body = client.get("/api/v1/submissions", params=query, headers=auth).json()
+        seen += [row["id"] for row in body["submissions"]]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert sorted(seen) == sorted(str(i) for i in made) and len(set(seen)) == 5
+    bogus = client.get("/api/v1/submissions", params={"cursor": "bm90LWEtY3Vyc29y"}, headers=auth)
+    assert bogus.status_code == 422 and bogus.json()["code"] == "invalid_request"

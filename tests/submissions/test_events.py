@@ -123,3 +123,26 @@ def test_platform_errors_speak_the_learners_language(session: Session, learner: 
     error = (submitted.submission.result or {})["error"]
     assert "2" in error
     assert error != jobs.LOST_WORKER.format(attempts=2)
+
+
+def test_an_open_stream_ends_when_its_token_is_revoked(
+    client: TestClient, auth: dict[str, str], session: Session, learner: User
+) -> None:
+    from app.auth import service as auth_service
+    from app.auth.models import DeviceToken
+
+    queued = service.submit(
+        session, user_id=learner.id, exercise="ddp-fundamentals/train", code="a"
+    )
+    session.flush()
+    url = f"/api/v1/submissions/{queued.submission.id}/events"
+    kinds: list[str] = []
+    with client.stream("GET", url, headers=auth) as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                kinds.append(line.partition(":")[2].strip())
+                if kinds == ["queued"]:  # the stream is open: now sign this device out
+                    for device in session.query(DeviceToken).filter_by(user_id=learner.id):
+                        auth_service.revoke(device)
+                    session.flush()
+    assert kinds == ["queued", "signed_out"]

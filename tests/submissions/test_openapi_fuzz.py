@@ -9,6 +9,7 @@ import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -40,7 +41,16 @@ def test_submissions_api_matches_its_openapi_document(
             database=None,
         )
         def check(case: schemathesis.Case) -> None:
-            response = case.call_and_validate(headers=dict(signed_in))
+            excluded = []
+            if (
+                (case.method, case.path) == ("GET", "/api/v1/submissions")
+                and case.query
+                and ("cursor" in case.query)
+            ):
+                # A cursor the server never gave out is refused (422) though it fits the
+                # pattern: no schema can say which strings were given out.
+                excluded = [positive_data_acceptance]
+            response = case.call_and_validate(headers=dict(signed_in), excluded_checks=excluded)
             calls.append((f"{case.method} {case.path}", response.status_code))
 
         check()

@@ -21,7 +21,9 @@ import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { python } from "@codemirror/lang-python";
 
 // Tab indents inside the editor; Escape then Tab moves focus out (CodeMirror's convention).
-export function createEditor(parent, { doc = "", label = "Code editor", onChange } = {}) {
+// `nonce`: the page's CSP nonce, for the <style> element CodeMirror adds (no inline styles
+// are allowed otherwise).
+export function createEditor(parent, { doc = "", label = "Code editor", onChange, nonce } = {}) {
   const view = new EditorView({
     parent,
     state: EditorState.create({
@@ -40,6 +42,7 @@ export function createEditor(parent, { doc = "", label = "Code editor", onChange
         python(),
         EditorState.tabSize.of(4),
         EditorView.lineWrapping,
+        ...(nonce ? [EditorView.cspNonce.of(nonce)] : []),
         EditorView.contentAttributes.of({ "aria-label": label }),
         EditorView.updateListener.of((update) => {
           if (update.docChanged && onChange) onChange(update.state.doc.toString());

@@ -1,0 +1,153 @@
+"""Limits that hold and headers that protect: throttling keys, the password policy, trusted
+proxies, signed-in forms without a CSRF token, security headers, Secure cookies (both databases)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.config import REPO_ROOT, Settings
+from app.main import create_app
+from tests.auth.factories import PASSWORD, browser_sign_up, page_csrf_token, register_and_sign_in
+
+ORIGIN = {"Origin": "http://testserver"}
+
+
+def _token(client: TestClient, username: str, password: str, **headers: str) -> int:
+    return client.post(
+        "/api/v1/auth/token", data={"username": username, "password": password}, headers=headers
+    ).status_code
+
+
+def test_padding_the_email_does_not_escape_the_login_limit(client: TestClient) -> None:
+    register_and_sign_in(client, "pad@example.org")
+    codes = [_token(client, " " * i + "PAD@example.org" + " " * i, "w" * 12) for i in range(11)]
+    assert codes[:9] == [401] * 9 and codes[9:] == [429] * 2
+
+
+def test_an_account_is_limited_across_addresses(app: FastAPI, client: TestClient) -> None:
+    register_and_sign_in(client, "spread@example.org")
+    codes = []
+    for i in range(1, 32):
+        with TestClient(app, client=(f"10.0.0.{i}", 50000)) as elsewhere:
+            codes.append(_token(elsewhere, "spread@example.org", "w" * 12))
+    assert codes[:29] == [401] * 29  # the sign-up's token counted as the account's first
+    assert codes[29:] == [429] * 2
+
+
+def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
+    app: FastAPI, client: TestClient
+) -> None:
+    register_and_sign_in(client, "xff@example.org")
+    attempts = [{"X-Forwarded-For": f"198.51.100.7, 10.1.0.{i}"} for i in range(12)]
+    # From an untrusted peer, a new X-Forwarded-For each time is ignored: one address, limited.
+    untrusted = [_token(client, "xff@example.org", "w" * 12, **h) for h in attempts]
+    assert untrusted[-1] == 429
+    # Behind the configured proxy, the address it saw is the client's: each one is new.
+    app.state.settings = Settings(trusted_proxies="127.0.0.1")
+    with TestClient(app, client=("127.0.0.1", 50000)) as proxied:
+        codes = [_token(proxied, "xff@example.org", "w" * 12, **h) for h in attempts[:5]]
+    assert codes == [401] * 5
+
+
+def test_the_server_reads_no_proxy_headers_itself() -> None:
+    """uvicorn would believe X-Forwarded-For from any local peer; `RDV_TRUSTED_PROXIES` decides."""
+    from app.__main__ import uvicorn_options
+
+    assert uvicorn_options()["proxy_headers"] is False
+
+
+@pytest.mark.parametrize(
+    "weak", ["aaaaaaaaaa", "password12", " " * 10, "qwertyuiop", "abcabcabcabc"]
+)
+def test_common_and_trivial_passwords_are_refused(client: TestClient, weak: str) -> None:
+    response = client.post(
+        "/api/v1/auth/register",
+        json={"email": "weak@example.org", "password": weak, "display_name": "W"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "weak_password"
+
+
+def test_registration_does_not_reveal_whether_an_address_exists(client: TestClient) -> None:
+    payload = {"email": "exists@example.org", "password": PASSWORD, "display_name": "E"}
+    first = client.post("/api/v1/auth/register", json=payload)
+    again = client.post("/api/v1/auth/register", json={**payload, "password": "another pass 9"})
+    assert first.status_code == again.status_code == 201
+    assert set(first.json()) == set(again.json())
+    # The owner's password still signs in; the second password does not.
+    assert _token(client, "exists@example.org", PASSWORD) == 200
+    assert _token(client, "exists@example.org", "another pass 9") == 401
+
+
+@pytest.mark.parametrize("form", ["logout", "quiz", "device"])
+@pytest.mark.parametrize("token", ["missing", "stale"])
+def test_signed_in_forms_without_a_valid_token_get_the_expired_page(
+    client: TestClient, form: str, token: str
+) -> None:
+    browser_sign_up(client)
+    page = client.get("/account/devices")
+    device = re.search(r"/account/devices/([0-9a-f-]+)/revoke", page.text)
+    assert device is not None
+    path = {
+        "logout": "/logout",
+        "quiz": "/lessons/ddp-fundamentals/quiz/q1",
+        "device": f"/account/devices/{device.group(1)}/revoke",
+    }[form]
+    data = {} if token == "missing" else {"csrf_token": "0" * 64}
+    response = client.post(
+        path, data=data, headers={**ORIGIN, "Accept": "text/html"}, follow_redirects=False
+    )
+    assert response.status_code == 403, response.text[:500]
+    assert 'data-testid="form-expired"' in response.text
+    assert page_csrf_token(client.get("/account/devices").text)  # still signed in
+
+
+def test_every_response_carries_the_security_headers(client: TestClient) -> None:
+    for path in ("/", "/api/v1/courses", "/login", "/api/v1/nothing-here"):
+        headers = client.get(path).headers
+        policy = headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy
+        assert "script-src 'self';" in policy and "style-src 'self' 'nonce-" in policy
+        assert "unsafe-inline" not in policy
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "strict-origin-when-cross-origin"
+        assert "strict-transport-security" not in headers  # plain http here
+
+
+def test_the_page_carries_the_nonce_its_policy_names(client: TestClient) -> None:
+    page = client.get("/lessons/ddp-fundamentals")
+    nonce = re.search(r"'nonce-([^']+)'", page.headers["content-security-policy"])
+    assert nonce is not None
+    assert f'<meta name="csp-nonce" content="{nonce.group(1)}">' in page.text
+    again = client.get("/lessons/ddp-fundamentals").headers["content-security-policy"]
+    assert nonce.group(1) not in again  # a new nonce for every response
+
+
+def test_hsts_and_secure_cookies_in_production_whatever_the_base_url() -> None:
+    settings = Settings(
+        environment="production", secret_key="s" * 40, base_url="http://rendezvous.example"
+    )
+    with TestClient(create_app(settings), base_url="https://rendezvous.example") as https:
+        response = https.get("/login")
+        assert "max-age=" in response.headers["strict-transport-security"]
+        cookie = next(v for v in response.headers.get_list("set-cookie") if "rdv_csrf=" in v)
+        assert "Secure" in cookie
+
+
+def test_templates_and_scripts_have_no_inline_code_or_styles() -> None:
+    offenders = []
+    for path in sorted((REPO_ROOT / "templates").rglob("*.html")):
+        text = path.read_text()
+        for match in re.finditer(r"<script(?P<attrs>[^>]*)>", text):
+            attrs = match.group("attrs")
+            if "src=" not in attrs and 'type="application/json"' not in attrs:
+                offenders.append(f"{path.name}: inline <script{attrs}>")
+        if re.search(r"\sstyle=", text) or "<style" in text:
+            offenders.append(f"{path.name}: inline style")
+        if re.search(r"\son[a-z]+=", text):
+            offenders.append(f"{path.name}: inline event handler")
+    assert offenders == []
