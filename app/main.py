@@ -23,6 +23,7 @@ ROUTE_MODULES: list[str] = [
     "app.auth.routes",
     "app.learning.routes",
     "app.submissions.routes",
+    "app.health.routes",
 ]
 
 
