@@ -126,20 +126,20 @@ def build_app(
     @app.task(name=protocol.RETRY_TASK, queue=queue, queueing_lock=protocol.RETRY_TASK)
     async def retry_stalled(timestamp: int) -> None:
         await retry_stalled_jobs(app, seconds_since_heartbeat=stalled_after)
-        await asyncio.to_thread(reap_sandboxes, sandbox)
+        await asyncio.to_thread(reap_sandboxes, sandbox, starting=False)
 
     return app
 
 
-def reap_sandboxes(sandbox: str | None) -> int:
-    """With the Docker sandbox: remove sandbox containers of dead workers (this one's own from
-    before a restart included). Never fails the caller."""
+def reap_sandboxes(sandbox: str | None, *, starting: bool) -> int:
+    """With the Docker sandbox: remove sandbox containers of dead workers (and, when this worker
+    is `starting`, its own from before a restart). Never fails the caller."""
     if (sandbox or os.environ.get("RDV_SANDBOX")) != "docker":
         return 0
     from grader.sandbox.docker import DockerSandbox
 
     try:
-        return len(DockerSandbox().reap_orphans())
+        return len(DockerSandbox().reap_orphans(include_own=starting))
     except Exception as exc:
         log.warning("could not look for orphaned sandbox containers: %s", exc)
         return 0
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
     async def run() -> None:
         beating = asyncio.create_task(beat_forever(heartbeat.heartbeat_path(), args.heartbeat))
         await protocol.ensure_schema(dsn)
-        await asyncio.to_thread(reap_sandboxes, args.sandbox)
+        await asyncio.to_thread(reap_sandboxes, args.sandbox, starting=True)
         async with app.open_async():
             await app.run_worker_async(
                 queues=[args.queue],

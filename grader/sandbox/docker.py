@@ -96,11 +96,12 @@ class DockerSandbox:
         self.image = image or os.environ.get("RDV_SANDBOX_IMAGE", DEFAULT_IMAGE)
         self.user = user or os.environ.get("RDV_SANDBOX_DOCKER_USER", DEFAULT_USER)
 
-    def reap_orphans(self) -> list[str]:
-        """Remove sandbox containers left behind by dead workers (see grader.sandbox.reaper)."""
+    def reap_orphans(self, *, include_own: bool = False) -> list[str]:
+        """Remove sandbox containers left behind by dead workers (see grader.sandbox.reaper);
+        `include_own` when this worker starts: its earlier life's sandboxes too."""
         from grader.sandbox import reaper
 
-        return reaper.reap(self._client(), worker_container())
+        return reaper.reap(self._client(), worker_container(), include_own=include_own)
 
     def _client(self) -> Any:
         try:

@@ -40,21 +40,26 @@ def _is_running(client: Any, container: str) -> bool:
     return bool(state.get("Running") or state.get("Restarting"))
 
 
-def orphans(client: Any, me: str | None) -> list[Any]:
+def orphans(client: Any, me: str | None, *, include_own: bool) -> list[Any]:
+    """Sandboxes whose worker container is gone or stopped, and with `include_own` (a worker
+    that is starting, so none of its jobs runs yet) those of this worker's earlier life."""
     found = []
     for container in client.containers.list(all=True, filters={"label": LABEL_SANDBOX}):
         owner = container.labels.get(LABEL_WORKER)
         if not owner:
             continue
-        if owner == me or not _is_running(client, owner):
+        if owner == me:
+            if include_own:
+                found.append(container)
+        elif not _is_running(client, owner):
             found.append(container)
     return found
 
 
-def reap(client: Any, me: str | None) -> list[str]:
+def reap(client: Any, me: str | None, *, include_own: bool = False) -> list[str]:
     """Remove (killing first) every orphaned sandbox container; returns their names."""
     removed = []
-    for container in orphans(client, me):
+    for container in orphans(client, me, include_own=include_own):
         try:
             container.remove(force=True)
         except Exception as exc:  # gone already, or the engine is busy: the next pass retries

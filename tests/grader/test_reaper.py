@@ -42,7 +42,7 @@ class FakeContainers:
 
     def list(self, all: bool, filters: dict[str, str]) -> list[FakeContainer]:
         assert all and filters == {"label": reaper.LABEL_SANDBOX}
-        return [c for c in self.all.values() if reaper.LABEL_SANDBOX in c.labels]
+        return [c for c in self.all.values() if reaper.LABEL_SANDBOX in c.labels and not c.removed]
 
     def get(self, name: str) -> FakeContainer:
         if name not in self.all:
@@ -73,8 +73,11 @@ def test_only_sandboxes_of_gone_workers_are_reaped() -> None:
         sandbox("s-host", None),  # started by a worker outside Docker: never reaped by name
         FakeContainer("unrelated"),
     )
-    removed = reaper.reap(client, me="w-me")
-    assert sorted(removed) == ["s-dead", "s-mine", "s-removed"]
+    # While this worker runs, its own sandboxes are its current job's.
+    assert sorted(reaper.reap(client, me="w-me")) == ["s-dead", "s-removed"]
+    assert not client.containers.all["s-mine"].removed
+    # Starting again (after a crash), they are leftovers.
+    assert reaper.reap(client, me="w-me", include_own=True) == ["s-mine"]
     assert not client.containers.all["s-live"].removed
     assert not client.containers.all["s-host"].removed
     assert not client.containers.all["unrelated"].removed
