@@ -6,7 +6,8 @@
 # Every Python package is installed at the version requirements.lock pins. Optional build inputs
 # go in .build-local/ (ignored by git): wheels pip should prefer (the CPU torch wheel) and
 # ca-certificates.crt (a CA bundle pip must trust). No BuildKit-only syntax: the classic
-# builder builds this file too.
+# builder builds this file too; it builds every stage before the target, hence the order:
+# web (small) first, the GPU image last.
 ARG BASE_IMAGE=debian:bookworm-20250520-slim
 
 FROM ${BASE_IMAGE} AS python-base
@@ -32,31 +33,6 @@ RUN printf '#!/bin/sh\nset -e\ncert=/tmp/build-local/ca-certificates.crt\n[ -f "
       > /usr/local/bin/pip-locked \
  && chmod +x /usr/local/bin/pip-locked
 
-# ---- grader workers and sandbox containers: only the grader package and what it imports ----
-FROM python-base AS grader
-RUN pip-locked '.[grader]' && rm -rf /tmp/build-local build
-COPY grader ./grader
-ENV RDV_SANDBOX=docker \
-    RDV_SANDBOX_IMAGE=rendezvous-grader:0.1.0 \
-    RDV_SANDBOX_DOCKER_USER=10001:10001 \
-    RDV_JOBS_DIR=/var/lib/rendezvous/jobs
-# The worker runs as rendezvous (uid 10001), not root. It needs the Docker engine's socket to
-# start sandboxes, so compose adds the socket's group (DOCKER_GID): whoever controls that socket
-# controls the host (README "Running at scale" states the risk). The sandboxes run as the same
-# uid with no network, no capabilities and a read-only root.
-USER rendezvous
-ENTRYPOINT ["python", "-m", "grader.worker"]
-CMD ["--queue", "cpu"]
-
-FROM grader AS grader-gpu
-USER root
-# PyPI's Linux torch wheel is the CUDA build; it replaces the CPU wheel at the same version.
-RUN pip install --force-reinstall --no-cache-dir -c requirements.lock torch \
- && rm -rf build
-USER rendezvous
-ENV RDV_SANDBOX_IMAGE=rendezvous-grader-gpu:0.1.0
-CMD ["--queue", "gpu"]
-
 # ---- the web app: no torch, no Docker client ----
 FROM python-base AS web
 RUN pip-locked '.[web]' && rm -rf /tmp/build-local build
@@ -75,3 +51,30 @@ EXPOSE 8000
 # Migrations run once per deployment in their own service (`python -m app migrate`); compose
 # holds the healthchecks (GET /healthz here, `python -m grader.heartbeat` for workers).
 CMD ["python", "-m", "app", "serve", "--host", "0.0.0.0", "--port", "8000", "--no-migrate"]
+
+# ---- grader workers and sandbox containers: only the grader package and what it imports ----
+FROM python-base AS grader
+RUN pip-locked '.[grader]' && rm -rf /tmp/build-local build
+COPY grader ./grader
+ENV RDV_SANDBOX=docker \
+    RDV_SANDBOX_IMAGE=rendezvous-grader:0.1.0 \
+    RDV_SANDBOX_DOCKER_USER=10001:10001 \
+    RDV_JOBS_DIR=/var/lib/rendezvous/jobs
+# The worker runs as rendezvous (uid 10001), not root. It needs the Docker engine's socket to
+# start sandboxes, so compose adds the socket's group (DOCKER_GID): whoever controls that socket
+# controls the host (README "Running at scale" states the risk). The sandboxes run as the same
+# uid with no network, no capabilities and a read-only root.
+USER rendezvous
+ENTRYPOINT ["python", "-m", "grader.worker"]
+CMD ["--queue", "cpu"]
+
+FROM grader AS grader-gpu
+USER root
+# PyPI's Linux torch wheel is the CUDA build; it replaces the CPU wheel at the version the lock
+# pins, with the CUDA libraries it needs (those are not in the lock). Never built here (no GPU).
+RUN torch_pin=$(grep '^torch==' requirements.lock) \
+ && pip install --force-reinstall --no-deps "$torch_pin" \
+ && pip install "$torch_pin"
+USER rendezvous
+ENV RDV_SANDBOX_IMAGE=rendezvous-grader-gpu:0.1.0
+CMD ["--queue", "gpu"]
