@@ -43,7 +43,7 @@ COPY migrations ./migrations
 COPY lessons ./lessons
 COPY templates ./templates
 COPY static ./static
-RUN pybabel compile -q -d app/locales -D messages
+RUN pybabel -q compile -d app/locales -D messages
 USER rendezvous
 ENV RDV_ENVIRONMENT=production \
     RDV_GRADING_BACKEND=procrastinate
