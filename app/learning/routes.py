@@ -16,6 +16,7 @@ from app.auth.deps import CurrentLearner, OptionalLearner
 from app.auth.errors import ApiError, error_responses
 from app.content import service as content
 from app.content.localized import LocalizedCourse, LocalizedLesson
+from app.content.shuffle import learner_seed, shuffled_for
 from app.db import SessionDep
 from app.i18n import negotiate
 from app.learning import service
@@ -56,10 +57,14 @@ def _not_found(what: str) -> ApiError:
 
 
 def _conditional(
-    response: Response, etag: str, locale: str, if_none_match: str | None
+    response: Response,
+    etag: str,
+    locale: str,
+    if_none_match: str | None,
+    vary: str = "Accept-Language",
 ) -> Response | None:
     """Sets the caching headers; returns a 304 when the client's copy is current."""
-    headers = {"ETag": etag, "Content-Language": locale, "Vary": "Accept-Language"}
+    headers = {"ETag": etag, "Content-Language": locale, "Vary": vary}
     if if_none_match is not None:
         sent = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
         if etag in sent or "*" in sent:
@@ -88,16 +93,21 @@ def read_course(
 @api_router.get(
     "/lessons/{lesson_id}",
     response_model=LocalizedLesson,
-    responses={**_CACHED, **error_responses(404, 422, 503)},
+    responses={**_CACHED, **error_responses(401, 404, 422, 503)},
 )
 def read_lesson(
     response: Response,
     lesson_id: ContentIdPath,
+    learner: OptionalLearner,
     locale: LocaleQuery = None,
     accept_language: AcceptLanguage = None,
     if_none_match: IfNoneMatch = None,
 ) -> LocalizedLesson | Response:
-    """Steps, quiz (without answers), exercises; `fallback_fields` lists what is in English."""
+    """Steps, quiz (without answers), exercises; `fallback_fields` lists what is in English.
+
+    Each question's choices come in the caller's own order (stable for a learner, shared by
+    visitors; the page shows the same); answers are checked by choice id, whatever the order.
+    """
     served = negotiate(None, locale, accept_language)
     try:
         lesson = content.localized_lesson(lesson_id, served)
@@ -111,7 +121,10 @@ def read_lesson(
         ) from exc
     except content.ContentNotFound as exc:
         raise _not_found(f"lesson {lesson_id!r}") from exc
-    return _conditional(response, lesson.etag, served, if_none_match) or lesson
+    lesson = shuffled_for(lesson, learner_seed(learner.id if learner else None))
+    # The choices' order depends on who asks: caches must key on the credentials too.
+    vary = "Accept-Language, Authorization, Cookie"
+    return _conditional(response, lesson.etag, served, if_none_match, vary) or lesson
 
 
 @api_router.post(

@@ -10,8 +10,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
 
+from app.auth.deps import OptionalLearner
 from app.content import service as content
 from app.content.service import QuizVerdict
+from app.content.shuffle import learner_seed, shuffled_for
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
 from app.web.progress import CourseProgressDep, LessonStandingView, ProgressDep
 from app.web.templating import render
@@ -65,10 +67,11 @@ def _lesson_response(
     locale: str,
     progress: object,
     step: int | None,
-    verdicts: dict[str, tuple[str, QuizVerdict]] | None = None,
+    verdicts: dict[str, tuple[str, QuizVerdict]],
+    seed: str,
 ) -> Response:
     try:
-        lesson = content.localized_lesson(lesson_id, locale)
+        lesson = shuffled_for(content.localized_lesson(lesson_id, locale), seed)
     except content.LessonUnavailable:
         message = translate(
             locale,
@@ -115,7 +118,7 @@ def _lesson_response(
         current_step=current,
         progress=progress,
         completed_steps=set(getattr(progress, "completed_steps", None) or ()),
-        verdicts=verdicts or {},
+        verdicts=verdicts,
     )
 
 
@@ -125,6 +128,7 @@ def lesson_page(
     lesson_id: str,
     locale: LocaleDep,
     progress: ProgressDep,
+    learner: OptionalLearner,
     step: int | None = None,
     question: Annotated[str | None, Query(max_length=100)] = None,
     choice: Annotated[str | None, Query(max_length=16)] = None,
@@ -133,14 +137,15 @@ def lesson_page(
 
     `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
     JavaScript) posts to the learning domain, which records the answer and redirects here. A
-    signed-in learner also sees every answer saved in their progress, with its verdict.
+    signed-in learner also sees every answer saved in their progress, with its verdict. The
+    choices come in the learner's own order, the one the API gives them (`content.shuffle`).
     """
     answers = dict(getattr(progress, "quiz_answers", None) or {})
     if question and choice:
         answers[question] = choice  # the answer just sent wins over the saved one
-    return _lesson_response(
-        request, lesson_id, locale, progress, step, _verdicts(lesson_id, answers, locale)
-    )
+    verdicts = _verdicts(lesson_id, answers, locale)
+    seed = learner_seed(learner.id if learner else None)
+    return _lesson_response(request, lesson_id, locale, progress, step, verdicts, seed)
 
 
 def _verdicts(

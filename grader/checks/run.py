@@ -67,6 +67,8 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     failures = _failures(run)
     if failures:
         first = failures[0]
+        if first.exception is not None and _is_store_timeout(first.exception.get("message", "")):
+            return _store_timeout(first)
         if first.exception is not None and _is_timeout(first.exception.get("message", "")):
             return _collective_timeout(run, crashes)
         others = sorted({f.rank for f in failures[1:]} - {first.rank})
@@ -223,6 +225,27 @@ def _needed_a_group(run: RunView) -> bool:
 def _is_timeout(message: str) -> bool:
     lowered = message.lower()
     return "timed out" in lowered or "timeout" in lowered
+
+
+def _is_store_timeout(message: str) -> bool:
+    """The rank never reached the process group's store (TCPStore client connect timeout)."""
+    lowered = message.lower()
+    return "client socket has timed out" in lowered or (
+        "timed out" in lowered and "trying to connect to" in lowered
+    )
+
+
+def _store_timeout(first: _Failure) -> Outcome:
+    """A rank timed out connecting to a store: the address it was given has no store behind it."""
+    return failed(
+        _sentence(f"Rank {first.rank} failed first{first.what}")
+        + " It timed out connecting to the process group's store: nothing listens at that "
+        "address. Under torchrun the store already runs at MASTER_ADDR:MASTER_PORT and every "
+        "worker only connects to it, so an init_method, MASTER_ADDR or MASTER_PORT fixed in the "
+        "code sends the workers where no store runs. Use the default env:// init.",
+        rank=first.rank,
+        line=first.line,
+    )
 
 
 def _collective_timeout(run: RunView, crashes: list[tuple[float, int, dict[str, Any]]]) -> Outcome:

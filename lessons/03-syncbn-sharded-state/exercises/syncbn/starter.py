@@ -2,8 +2,10 @@
 
 Run: torchrun --standalone --nproc-per-node 2 main.py
 Right now build_model returns a plain model: no DDP and per-rank BatchNorm statistics.
-Finish build_model (the TODOs). Convert on every device: PyTorch runs SyncBatchNorm on GPUs
-only, and Rendezvous's CPU workers run it as per-rank BatchNorm so your program is graded there.
+Finish build_model (the TODOs). In this course you convert on every device (the grading
+convention; real code converts when it trains on GPUs, often behind a flag): PyTorch runs
+SyncBatchNorm on GPUs only, and Rendezvous's CPU workers run it as per-rank BatchNorm so your
+program is graded there.
 """
 
 import os

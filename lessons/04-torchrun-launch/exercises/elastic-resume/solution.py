@@ -1,6 +1,7 @@
 """Fault-tolerant training: snapshot every epoch, resume from the snapshot after a restart.
 
-Run: torchrun --standalone --nproc-per-node 2 --max-restarts 1 main.py
+Run: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 \
+         --max-restarts 1 main.py
 When a worker fails, torchrun stops every worker and starts them all again (up to
 --max-restarts times). The restarted workers find snapshot.pt and continue from the
 epoch after the one it saved, instead of starting over.

@@ -1,6 +1,8 @@
 """Fault-tolerant training: snapshot every epoch, resume from the snapshot after a restart.
 
-Run: torchrun --standalone --nproc-per-node 2 --max-restarts 1 main.py
+Run: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 \
+         --max-restarts 1 main.py
+(the variable makes restarts reliable on PyTorch >= 2.4, on gloo and NCCL).
 When a worker fails, torchrun stops every worker and starts them all again (up to
 --max-restarts times). Right now a restarted job starts over from epoch 0 and loses
 everything it had done. Implement the two snapshot functions (the TODOs).

@@ -1,8 +1,12 @@
 """Make this trainer torchrun-ready.
 
 It was written to run as ONE process: it hard-codes its rank, the world size and the
-address of the rendezvous, so `torchrun --standalone --nproc-per-node 1 main.py` works
-but 2 processes, or 2 machines, do not. Work through the TODOs.
+address of the rendezvous. Under torchrun it fails even with `--nproc-per-node 1`: since
+PyTorch 2.4 torchrun's rendezvous runs the group's store at MASTER_ADDR:MASTER_PORT and every
+worker only connects to it, so a worker sent to tcp://127.0.0.1:29512, where nothing listens,
+waits until its timeout ("client socket has timed out ... connect to (127.0.0.1, 29512)").
+With 2 processes, or 2 machines, the fixed rank and world size are wrong too. Work through
+the TODOs.
 
 Run on one machine:  torchrun --standalone --nproc-per-node 2 main.py
 Run on two machines: torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d \
@@ -45,8 +49,8 @@ def setup() -> tuple[int, int, int, torch.device]:
     else:
         device = torch.device("cpu")
         backend = "gloo"
-    # TODO: torchrun has already exported the rendezvous address and this worker's
-    # rank: join the group with the default env:// init and drop the hard-coded values.
+    # TODO: torchrun has already exported the store's address and this worker's rank:
+    # join the group with the default env:// init and drop the hard-coded values.
     dist.init_process_group(
         backend=backend,
         init_method="tcp://127.0.0.1:29512",
