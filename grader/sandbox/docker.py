@@ -50,7 +50,9 @@ def container_kwargs(
     tmpfs_opts = f"rw,nosuid,nodev,size={limits.disk_mb}m"
     kwargs: dict[str, Any] = {
         "image": image,
-        "command": list(req.argv),
+        # The image's own entrypoint (the grader image's is the worker) never applies.
+        "entrypoint": list(req.argv[:1]),
+        "command": list(req.argv[1:]),
         "environment": {**DEFAULT_ENV, **req.env},
         "working_dir": WORKDIR_INSIDE,
         "user": user,
