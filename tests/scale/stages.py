@@ -33,7 +33,9 @@ def failing(result: Result) -> list[str]:
 
 
 def expect_pass(result: Result) -> None:
-    assert result.status == "pass", f"{result.status}: {result.summary} {failing(result)} {result.error}"
+    assert result.status == "pass", (
+        f"{result.status}: {result.summary} {failing(result)} {result.error}"
+    )
     assert result.launch is not None and result.launch.sandbox == "docker", result.launch
 
 
