@@ -57,6 +57,9 @@ def container_kwargs(
         "working_dir": WORKDIR_INSIDE,
         "user": user,
         "hostname": HOSTNAME,
+        # With no network Docker writes no line for the hostname, and `torchrun --standalone`
+        # hangs resolving it (as bwrap's synthesized /etc/hosts avoids).
+        "extra_hosts": {HOSTNAME: "127.0.0.1"},
         "network_mode": "none",
         "read_only": True,
         "tmpfs": {
