@@ -2,12 +2,13 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | cksum | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench setup system-deps translations editor editor-check clean screenshots
+.PHONY: run test lint bench setup system-deps translations editor editor-check clean screenshots \
+	lock scale-test
 
 run: setup
 	$(PY) -m app serve --host $(HOST) --port $(PORT)
@@ -24,14 +25,26 @@ lint: setup
 bench: setup
 	$(PY) -m benchmarks
 
+# The whole stack for real: Docker engine, images, compose, a worker killed (README "Running at scale").
+scale-test: setup
+	scripts/scale/run.sh
+
+# Re-pin requirements.lock after editing pyproject.toml's dependencies (needs uv on PATH).
+lock:
+	uv pip compile pyproject.toml --all-extras --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --find-links /opt/wheels --no-emit-find-links \
+	  --custom-compile-command "make lock" -q -o requirements.lock
+	# The CPU wheel's local label off: the same pin then fits the CUDA build of the GPU image.
+	sed -i 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/' requirements.lock
+
 setup: $(STAMP) system-deps translations
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# Pinned first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[web,grader,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -26,6 +26,7 @@ from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
 from app.error_handlers import CatchAll, install_error_handlers
+from app.health import routes as health_routes
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
 from app.security_headers import SecurityHeaders, csp_context
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(auth_pages.router)
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
+    app.include_router(health_routes.router)
 
     install_error_handlers(app)
 

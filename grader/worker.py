@@ -21,29 +21,16 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from pathlib import Path
+from typing import Any
 
 import procrastinate
-import psycopg
-from procrastinate.schema import SchemaManager
-from procrastinate.types import JSONValue
 
+from grader import heartbeat
+from grader import queue_protocol as protocol
 from grader.contract import GradeEvent, Job, Result
 
 log = logging.getLogger("grader.worker")
-
-# The contract with app/submissions/queue.py (pinned by a test on both sides).
-GRADE_TASK = "rendezvous.grade"
-EVENTS_TASK = "rendezvous.submission_events"
-RESULT_TASK = "rendezvous.submission_result"
-RETRY_TASK = "rendezvous.retry_stalled"
-RESULTS_QUEUE = "results"
-SCHEMA_LOCK_ID = 727_001
-
-WORKER_LOST = (
-    "The grading machine stopped while running your program ({attempts} attempts). "
-    "This is our fault and does not count against you: please submit again."
-)
 
 GradeFn = Callable[..., Result]
 
@@ -62,7 +49,7 @@ class EventForwarder:
     def __init__(self, app: procrastinate.App, submission_id: str, attempt: int, worker: str):
         self._app = app
         self._submission_id, self._attempt, self._worker = submission_id, attempt, worker
-        self._lock_name = f"submission:{submission_id}"
+        self._lock_name = protocol.submission_lock(submission_id)
         self._pending: list[dict[str, Any]] = []
         self._mutex = threading.Lock()
 
@@ -79,23 +66,16 @@ class EventForwarder:
             batch, self._pending = self._pending, []
         if batch:
             await self._app.configure_task(
-                name=EVENTS_TASK, queue=RESULTS_QUEUE, lock=self._lock_name
+                name=protocol.EVENTS_TASK, queue=protocol.RESULTS_QUEUE, lock=self._lock_name
             ).defer_async(
-                submission_id=self._submission_id,
-                attempt=self._attempt,
-                worker=self._worker,
-                events=cast(list[JSONValue], batch),
+                **protocol.events_payload(self._submission_id, self._attempt, self._worker, batch)
             )
 
     async def send_result(self, result: Result) -> None:
         await self.flush()
         await self._app.configure_task(
-            name=RESULT_TASK, queue=RESULTS_QUEUE, lock=self._lock_name
-        ).defer_async(
-            submission_id=self._submission_id,
-            attempt=self._attempt,
-            result=result.model_dump(mode="json"),
-        )
+            name=protocol.RESULT_TASK, queue=protocol.RESULTS_QUEUE, lock=self._lock_name
+        ).defer_async(**protocol.result_payload(self._submission_id, self._attempt, result))
 
 
 def build_app(
@@ -111,9 +91,11 @@ def build_app(
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
     worker_name = f"{socket.gethostname()}:{os.getpid()}:{queue}"
 
-    @app.task(name=GRADE_TASK, pass_context=True)
+    @app.task(name=protocol.GRADE_TASK, pass_context=True)
     async def grade_task(
-        context: procrastinate.JobContext, job: dict[str, Any], max_attempts: int = 2
+        context: procrastinate.JobContext,
+        job: dict[str, Any],
+        max_attempts: int = protocol.DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         assert context.job is not None
         parsed = Job.model_validate(job)
@@ -141,11 +123,34 @@ def build_app(
         await forwarder.send_result(result)
 
     @app.periodic(cron=retry_cron)
-    @app.task(name=RETRY_TASK, queue=queue, queueing_lock=RETRY_TASK)
+    @app.task(name=protocol.RETRY_TASK, queue=queue, queueing_lock=protocol.RETRY_TASK)
     async def retry_stalled(timestamp: int) -> None:
         await retry_stalled_jobs(app, seconds_since_heartbeat=stalled_after)
+        await asyncio.to_thread(reap_sandboxes, sandbox, starting=False)
 
     return app
+
+
+def reap_sandboxes(sandbox: str | None, *, starting: bool) -> int:
+    """With the Docker sandbox: remove sandbox containers of dead workers (and, when this worker
+    is `starting`, its own from before a restart). Never fails the caller."""
+    if (sandbox or os.environ.get("RDV_SANDBOX")) != "docker":
+        return 0
+    from grader.sandbox.docker import DockerSandbox
+
+    try:
+        return len(DockerSandbox().reap_orphans(include_own=starting))
+    except Exception as exc:
+        log.warning("could not look for orphaned sandbox containers: %s", exc)
+        return 0
+
+
+async def beat_forever(path: Path, every: float) -> None:
+    """The liveness file behind the container healthcheck (`python -m grader.heartbeat`)."""
+    while True:
+        with contextlib.suppress(OSError):
+            heartbeat.beat(path)
+        await asyncio.sleep(every)
 
 
 def _grade_safely(
@@ -160,57 +165,16 @@ def _grade_safely(
 
 async def retry_stalled_jobs(app: procrastinate.App, *, seconds_since_heartbeat: float) -> int:
     """Grade jobs of workers that stopped sending heartbeats: run again or end as `error`."""
-    stalled = await app.job_manager.get_stalled_jobs(
-        task_name=GRADE_TASK, seconds_since_heartbeat=seconds_since_heartbeat
+    return await protocol.recover_stalled_grades(
+        app, seconds_since_heartbeat=seconds_since_heartbeat, by="retry_stalled"
     )
-    handled = 0
-    for job in stalled:
-        assert job.id is not None
-        kwargs: dict[str, Any] = dict(job.task_kwargs)
-        max_attempts = int(kwargs.get("max_attempts", 2))
-        submission_id = str(kwargs["job"]["submission_id"])
-        lock = f"submission:{submission_id}"
-        attempts_made = job.attempts + 1
-        if attempts_made < max_attempts:
-            await app.job_manager.retry_job(job)
-            await app.configure_task(name=EVENTS_TASK, queue=RESULTS_QUEUE, lock=lock).defer_async(
-                submission_id=submission_id,
-                attempt=attempts_made,
-                worker="retry_stalled",
-                events=[{"kind": "status", "data": {"status": "retrying"}}],
-            )
-            log.warning("job %s stalled on attempt %d: retrying", job.id, attempts_made)
-        else:
-            await app.job_manager.finish_job_by_id_async(
-                job.id, status=procrastinate.jobs.Status.FAILED, delete_job=False
-            )
-            result = Result.platform_error(WORKER_LOST.format(attempts=attempts_made))
-            await app.configure_task(name=RESULT_TASK, queue=RESULTS_QUEUE, lock=lock).defer_async(
-                submission_id=submission_id,
-                attempt=attempts_made,
-                result=result.model_dump(mode="json"),
-            )
-            log.warning("job %s stalled %d times: ended as a platform error", job.id, attempts_made)
-        handled += 1
-    return handled
-
-
-async def ensure_schema(dsn: str) -> None:
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
-        try:
-            row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
-            if row is None or row[0] is None:
-                await conn.execute(SchemaManager.get_schema())
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m grader.worker", description="Run a grader worker on a queue."
     )
-    parser.add_argument("--queue", choices=["cpu", "gpu"], required=True)
+    parser.add_argument("--queue", choices=protocol.GRADE_QUEUES, required=True)
     parser.add_argument(
         "--dsn",
         default=os.environ.get("RDV_QUEUE_URL") or os.environ.get("RDV_DATABASE_URL"),
@@ -265,7 +229,9 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
     )
 
     async def run() -> None:
-        await ensure_schema(dsn)
+        beating = asyncio.create_task(beat_forever(heartbeat.heartbeat_path(), args.heartbeat))
+        await protocol.ensure_schema(dsn)
+        await asyncio.to_thread(reap_sandboxes, args.sandbox, starting=True)
         async with app.open_async():
             await app.run_worker_async(
                 queues=[args.queue],
@@ -275,6 +241,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
                 stalled_worker_timeout=args.stalled_after,
                 delete_jobs="successful",
             )
+        beating.cancel()
 
     log.info("grader worker on queue %s", args.queue)
     asyncio.run(run())

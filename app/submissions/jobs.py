@@ -21,14 +21,12 @@ from app.submissions.errors import N_
 from app.submissions.exercises import SpecLookup
 from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission, utcnow
 from grader.contract import Job, Result
+from grader.queue_protocol import WORKER_LOST
 
 # Kinds of stored events; the grader's own "done" is replaced by ours, written with the result.
 STORED_KINDS = ("status", "output", "check")
 
-LOST_WORKER = N_(
-    "The grading machine stopped while running your program ({attempts} attempts). "
-    "This is our fault and does not count against you: please submit again."
-)
+LOST_WORKER = WORKER_LOST
 NO_SPEC = N_("The exercise “{exercise}” could not be loaded for grading.")
 
 

@@ -1,8 +1,8 @@
 """The procrastinate backend, web side: hand queued submissions to grader workers (queues
 `cpu` and `gpu`) and store what they send back on the `results` queue.
 
-Task names and argument shapes are the contract with `grader/worker.py`, which never imports
-`app/`; tests/submissions/test_queue_contract.py pins that both sides agree.
+Task names, payloads, the schema set-up and the stalled-job policy are `grader.queue_protocol`,
+which `grader/worker.py` uses as well.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 import procrastinate
 import psycopg
 from procrastinate import exceptions as pq_errors
-from procrastinate.schema import SchemaManager
 
 from app.submissions import jobs
 from app.submissions import repository as repo
@@ -25,36 +24,15 @@ from app.submissions.backends import SessionFactory
 from app.submissions.errors import N_
 from app.submissions.exercises import SpecLookup, spec_from_content
 from app.submissions.models import Submission, utcnow
+from grader import queue_protocol as protocol
 from grader.contract import Job, Result
 
 log = logging.getLogger(__name__)
-
-GRADE_TASK = "rendezvous.grade"
-EVENTS_TASK = "rendezvous.submission_events"
-RESULT_TASK = "rendezvous.submission_result"
-RESULTS_QUEUE = "results"
-SCHEMA_LOCK_ID = 727_001  # pg_advisory_lock key while creating procrastinate's tables
 
 QUEUE_GAVE_UP = N_(
     "The grading queue gave up on your program after the grading machine stopped. "
     "This is our fault and does not count against you: please submit again."
 )
-
-
-def queue_for(job: Job) -> str:
-    return "gpu" if job.spec.launch.device == "cuda" else "cpu"
-
-
-async def ensure_schema(conninfo: str) -> None:
-    """Create procrastinate's tables once, whoever (web or worker) starts first."""
-    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
-        try:
-            row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
-            if row is None or row[0] is None:
-                await conn.execute(SchemaManager.get_schema())
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
 
 
 class ResultStore:
@@ -97,13 +75,13 @@ class ResultStore:
 def build_app(conninfo: str, store: ResultStore) -> procrastinate.App:
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo))
 
-    @app.task(name=EVENTS_TASK, queue=RESULTS_QUEUE)
+    @app.task(name=protocol.EVENTS_TASK, queue=protocol.RESULTS_QUEUE)
     async def store_events(
         submission_id: str, attempt: int, worker: str, events: list[dict[str, Any]]
     ) -> None:
         await asyncio.to_thread(store.events, submission_id, attempt, worker, events)
 
-    @app.task(name=RESULT_TASK, queue=RESULTS_QUEUE)
+    @app.task(name=protocol.RESULT_TASK, queue=protocol.RESULTS_QUEUE)
     async def store_result(submission_id: str, attempt: int, result: dict[str, Any]) -> None:
         await asyncio.to_thread(store.result, submission_id, attempt, result)
 
@@ -191,7 +169,7 @@ class ProcrastinateBackend:
         delay = 1.0
         while not self._stop.is_set():
             try:
-                await ensure_schema(self.conninfo)
+                await protocol.ensure_schema(self.conninfo)
                 await self.app.open_async()
                 return
             except (OSError, psycopg.Error) as exc:
@@ -207,7 +185,7 @@ class ProcrastinateBackend:
         while True:
             try:
                 await self.app.run_worker_async(
-                    queues=[RESULTS_QUEUE],
+                    queues=[protocol.RESULTS_QUEUE],
                     name="rendezvous-web-results",
                     concurrency=4,
                     install_signal_handlers=False,
@@ -247,11 +225,11 @@ class ProcrastinateBackend:
             if job is None:
                 await asyncio.to_thread(self._fail, submission, jobs.NO_SPEC, submission.exercise)
                 continue
-            queue = queue_for(job)
+            queue = protocol.queue_for(job)
             try:
                 job_id: int | None = await self.app.configure_task(
-                    name=GRADE_TASK, queue=queue, queueing_lock=str(submission.id)
-                ).defer_async(job=job.model_dump(mode="json"), max_attempts=self._max_attempts)
+                    name=protocol.GRADE_TASK, queue=queue, queueing_lock=str(submission.id)
+                ).defer_async(**protocol.grade_payload(job, self._max_attempts))
             except pq_errors.AlreadyEnqueued:
                 job_id = None  # deferred before a crash; that job still stands
             await asyncio.to_thread(self._mark_dispatched, submission.id, queue, job_id)
@@ -260,7 +238,7 @@ class ProcrastinateBackend:
     async def sweep(self) -> None:
         """Results jobs of a dead web worker are retried; grade jobs the queue gave up on
         end their submission as a platform error (never `running` forever)."""
-        for stalled in await self.app.job_manager.get_stalled_jobs(queue=RESULTS_QUEUE):
+        for stalled in await self.app.job_manager.get_stalled_jobs(queue=protocol.RESULTS_QUEUE):
             if stalled.id is not None:
                 await self.app.job_manager.retry_job(stalled)
         await self._recover_stalled_grades()
@@ -278,43 +256,11 @@ class ProcrastinateBackend:
 
     async def _recover_stalled_grades(self) -> None:
         """Grade jobs whose worker went silent and that no live worker took back (the whole
-        fleet may be down): queue them again, or end them as a platform error. The same rule as
-        the workers' `rendezvous.retry_stalled`, so a submission is never `running` forever."""
-        stalled = await self.app.job_manager.get_stalled_jobs(
-            task_name=GRADE_TASK, seconds_since_heartbeat=self._grade_stalled_seconds
+        fleet may be down): the workers' own policy, so a submission is never `running`
+        forever."""
+        await protocol.recover_stalled_grades(
+            self.app, seconds_since_heartbeat=self._grade_stalled_seconds, by="web-sweep"
         )
-        for job in stalled:
-            assert job.id is not None
-            kwargs: dict[str, Any] = dict(job.task_kwargs)
-            submission_id = str(kwargs["job"]["submission_id"])
-            attempts_made = job.attempts + 1
-            results = self.app.configure_task(
-                name=EVENTS_TASK, queue=RESULTS_QUEUE, lock=f"submission:{submission_id}"
-            )
-            try:
-                if attempts_made < int(kwargs.get("max_attempts", self._max_attempts)):
-                    await self.app.job_manager.retry_job(job)
-                    await results.defer_async(
-                        submission_id=submission_id,
-                        attempt=attempts_made,
-                        worker="web-sweep",
-                        events=[{"kind": "status", "data": {"status": "retrying"}}],
-                    )
-                else:
-                    await self.app.job_manager.finish_job_by_id_async(
-                        job.id, status=procrastinate.jobs.Status.FAILED, delete_job=False
-                    )
-                    lost = Result.platform_error(jobs.LOST_WORKER.format(attempts=attempts_made))
-                    await self.app.configure_task(
-                        name=RESULT_TASK, queue=RESULTS_QUEUE, lock=f"submission:{submission_id}"
-                    ).defer_async(
-                        submission_id=submission_id,
-                        attempt=attempts_made,
-                        result=lost.model_dump(mode="json"),
-                    )
-            except Exception:
-                # A worker's retry_stalled got there first; nothing left to do.
-                log.info("stalled job %s was taken care of elsewhere", job.id, exc_info=True)
 
     def _pending_jobs(self) -> list[tuple[Submission, Job | None]]:
         with self._uow() as session:

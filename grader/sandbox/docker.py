@@ -25,6 +25,7 @@ from grader.sandbox.base import (
 from grader.sandbox.bwrap import DEFAULT_ENV, HOME, HOSTNAME
 from grader.sandbox.limits import NOFILE
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
+from grader.sandbox.reaper import sandbox_labels, worker_container
 from grader.sandbox.workdir import remove_special
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,12 @@ MIB = 1024 * 1024
 
 
 def container_kwargs(
-    req: SandboxRequest, *, image: str, user: str = DEFAULT_USER, name: str | None = None
+    req: SandboxRequest,
+    *,
+    image: str,
+    user: str = DEFAULT_USER,
+    name: str | None = None,
+    worker: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `docker.from_env().containers.run` (pure: no engine needed)."""
     from docker.types import DeviceRequest, Ulimit
@@ -44,11 +50,16 @@ def container_kwargs(
     tmpfs_opts = f"rw,nosuid,nodev,size={limits.disk_mb}m"
     kwargs: dict[str, Any] = {
         "image": image,
-        "command": list(req.argv),
+        # The image's own entrypoint (the grader image's is the worker) never applies.
+        "entrypoint": list(req.argv[:1]),
+        "command": list(req.argv[1:]),
         "environment": {**DEFAULT_ENV, **req.env},
         "working_dir": WORKDIR_INSIDE,
         "user": user,
         "hostname": HOSTNAME,
+        # With no network Docker writes no line for the hostname, and `torchrun --standalone`
+        # hangs resolving it (as bwrap's synthesized /etc/hosts avoids).
+        "extra_hosts": {HOSTNAME: "127.0.0.1"},
         "network_mode": "none",
         "read_only": True,
         "tmpfs": {
@@ -72,7 +83,7 @@ def container_kwargs(
         "detach": True,
         "stdout": True,
         "stderr": True,
-        "labels": {"rdv.sandbox": "1"},
+        "labels": sandbox_labels(worker),
     }
     if req.gpus:
         kwargs["device_requests"] = [
@@ -89,6 +100,13 @@ class DockerSandbox:
     def __init__(self, image: str | None = None, user: str | None = None) -> None:
         self.image = image or os.environ.get("RDV_SANDBOX_IMAGE", DEFAULT_IMAGE)
         self.user = user or os.environ.get("RDV_SANDBOX_DOCKER_USER", DEFAULT_USER)
+
+    def reap_orphans(self, *, include_own: bool = False) -> list[str]:
+        """Remove sandbox containers left behind by dead workers (see grader.sandbox.reaper);
+        `include_own` when this worker starts: its earlier life's sandboxes too."""
+        from grader.sandbox import reaper
+
+        return reaper.reap(self._client(), worker_container(), include_own=include_own)
 
     def _client(self) -> Any:
         try:
@@ -116,7 +134,7 @@ class DockerSandbox:
         start = time.monotonic()
         try:
             container = client.containers.run(
-                **container_kwargs(req, image=self.image, user=self.user)
+                **container_kwargs(req, image=self.image, user=self.user, worker=worker_container())
             )
         except Exception as exc:
             raise SandboxUnavailable(f"could not start the sandbox container: {exc}") from exc

@@ -152,6 +152,9 @@ def test_docker_container_options(tmp_path: Path) -> None:
         workdir=tmp_path, argv=["python", "main.py"], env={"X": "y"}, limits=limits
     )
     kw = container_kwargs(req, image="img:1", user="1234:1234")
+    # The request's argv replaces the image's entrypoint (the grader image's is the worker).
+    assert [*kw["entrypoint"], *kw["command"]] == ["python", "main.py"]
+    assert kw["extra_hosts"] == {kw["hostname"]: "127.0.0.1"}  # torchrun resolves it
     assert kw["network_mode"] == "none"
     assert kw["read_only"] is True
     assert kw["mem_limit"] == kw["memswap_limit"] == "2048m"

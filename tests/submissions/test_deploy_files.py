@@ -22,6 +22,7 @@ from grader.worker import parse_args
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 SECRET = "s" * 48
+REQUIRED_ENV = {"RDV_SECRET_KEY": SECRET, "POSTGRES_PASSWORD": "p" * 24, "DOCKER_GID": "999"}
 
 
 def compose_cli() -> list[str] | None:
@@ -39,6 +40,11 @@ def compose() -> dict[str, Any]:
     return YAML(typ="safe").load(COMPOSE.read_text())
 
 
+def with_defaults(value: str) -> str:
+    """A compose value with each `${VAR:-default}` replaced by its default."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
 def stages() -> dict[str, str]:
     found = re.findall(r"^FROM\s+(\S+)\s+AS\s+(\S+)", DOCKERFILE.read_text(), re.M | re.I)
     return {name: base for base, name in found}
@@ -48,7 +54,7 @@ def stages() -> dict[str, str]:
 def test_compose_config_validates_with_the_client() -> None:
     cli = compose_cli()
     assert cli is not None
-    env = {**os.environ, "RDV_SECRET_KEY": SECRET}
+    env = {**os.environ, **REQUIRED_ENV}
     for extra in ([], ["--profile", "gpu"]):
         checked = subprocess.run(
             [*cli, "-f", str(COMPOSE), *extra, "config", "-q"],
@@ -58,17 +64,18 @@ def test_compose_config_validates_with_the_client() -> None:
             cwd=REPO_ROOT,
         )
         assert checked.returncode == 0, checked.stderr
-    # Without a secret the web service refuses to start, with a sentence saying why.
-    env.pop("RDV_SECRET_KEY")
-    refused = subprocess.run(
-        [*cli, "-f", str(COMPOSE), "config", "-q"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO_ROOT,
-    )
-    assert refused.returncode != 0
-    assert "RDV_SECRET_KEY" in refused.stderr
+    # Without a secret, a database password or the socket's group, compose refuses to start,
+    # with a sentence saying why (there is no default PostgreSQL password).
+    for name in REQUIRED_ENV:
+        refused = subprocess.run(
+            [*cli, "-f", str(COMPOSE), "config", "-q"],
+            capture_output=True,
+            text=True,
+            env={key: value for key, value in env.items() if key != name},
+            cwd=REPO_ROOT,
+        )
+        assert refused.returncode != 0
+        assert name in refused.stderr
 
 
 def test_compose_runs_web_postgres_and_both_worker_kinds() -> None:
@@ -81,10 +88,13 @@ def test_compose_runs_web_postgres_and_both_worker_kinds() -> None:
         assert args.queue == queue
         assert services[name]["build"]["target"] in stages()
         assert services[name]["environment"]["RDV_SANDBOX"] == "docker"
-        volumes = services[name]["volumes"]
+        volumes = [with_defaults(volume) for volume in services[name]["volumes"]]
         assert "/var/run/docker.sock:/var/run/docker.sock" in volumes
-        jobs = services[name]["environment"]["RDV_JOBS_DIR"]
+        jobs = with_defaults(services[name]["environment"]["RDV_JOBS_DIR"])
         assert f"{jobs}:{jobs}" in volumes  # the same path on the host and in the worker
+        assert services[name]["environment"]["RDV_SANDBOX_DOCKER_USER"] == "10001:10001"
+        assert services[name]["group_add"], "the worker needs the Docker socket's group"
+        assert services[name]["healthcheck"]["test"][2:4] == ["-m", "grader.heartbeat"]
     devices = services["grader-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
     gpu_args = parse_args(services["grader-gpu"]["command"] + ["--dsn", "postgresql://x@y/z"])
@@ -109,15 +119,50 @@ def test_dockerfile_stages_copy_what_exists_and_run_real_modules() -> None:
     assert {"web", "grader", "grader-gpu"} <= set(stages())
     for source in re.findall(r"^COPY\s+(?!--)(.+?)\s+\S+$", text, re.M):
         for path in source.split():
+            if "[" in path:
+                continue  # a pattern for optional build inputs (.build-local)
             assert (REPO_ROOT / path).exists(), f"Dockerfile copies {path}, which does not exist"
     assert re.search(r'ENTRYPOINT \["python", "-m", "grader.worker"\]', text)
     assert (REPO_ROOT / "grader" / "worker.py").exists()
-    assert re.search(r'CMD \["python", "-m", "app", "serve"', text)
-    # torch is pinned to the version pyproject.toml pins.
-    pinned = re.search(r'"torch==([\d.]+)"', (REPO_ROOT / "pyproject.toml").read_text())
-    assert pinned and f"ARG TORCH_VERSION={pinned.group(1)}" in text
+    assert re.search(r'CMD \["python", "-m", "app", "serve", .*"--no-migrate"\]', text)
+    # Every image installs from the lock file, the web image without torch.
+    assert "-c requirements.lock" in text
+    assert "pip-locked '.[web]'" in text and "pip-locked '.[grader]'" in text
     ignored = (REPO_ROOT / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def test_the_lock_pins_every_dependency_pyproject_names() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        wanted += extra
+    pins = dict(
+        re.findall(
+            r"^([a-z0-9][a-z0-9._-]*)==(\S+)$", (REPO_ROOT / "requirements.lock").read_text(), re.M
+        )
+    )
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    pinned = {norm(name): version for name, version in pins.items()}
+    for requirement in wanted:
+        name = norm(re.split(r"[\[<>=!~ ;]", requirement, maxsplit=1)[0])
+        assert name in pinned, f"requirements.lock does not pin {name}: run make lock"
+    assert pinned["torch"] == "2.13.0"  # the same pin fits the CPU and the CUDA build
+
+
+def test_migrations_run_once_before_the_web_app() -> None:
+    services = compose()["services"]
+    assert services["migrate"]["command"] == ["python", "-m", "app", "migrate"]
+    assert services["migrate"]["restart"] == "no"
+    assert services["web"]["depends_on"]["migrate"]["condition"] == (
+        "service_completed_successfully"
+    )
+    assert "healthz" in " ".join(services["web"]["healthcheck"]["test"])
 
 
 def test_every_service_image_builds_from_this_dockerfile() -> None:

@@ -1,0 +1,35 @@
+"""Readiness of the web process's dependencies, for load balancers and compose healthchecks."""
+
+from __future__ import annotations
+
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
+from app.config import Settings
+from app.submissions.config import get_submission_settings
+
+PROBE_TIMEOUT_S = 3
+
+
+def database_ok(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+def queue_ok(settings: Settings) -> bool | None:
+    """None for the in-process executor (no queue to reach); else whether procrastinate's tables
+    answer on the queue's database."""
+    if settings.grading_backend != "procrastinate":
+        return None
+    try:
+        conninfo = get_submission_settings().queue_conninfo(settings.database_url)
+        with psycopg.connect(conninfo, connect_timeout=PROBE_TIMEOUT_S) as conn:
+            row = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
+        return bool(row and row[0])
+    except Exception:
+        return False

@@ -1,0 +1,130 @@
+"""The grading queue's protocol: what the web side (`app/submissions/queue.py`) and the grader
+workers (`grader/worker.py`) say to each other through procrastinate on PostgreSQL.
+
+Task names, queues, the payload of each task, the schema set-up, the stalled-job policy and the
+message a learner sees when the grading machine was lost live here once; both sides import this
+module (`grader/` never imports `app/`, and `app/` may import `grader`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+import procrastinate
+import psycopg
+from procrastinate.schema import SchemaManager
+from procrastinate.types import JSONValue
+
+from grader.contract import Job, Result
+
+log = logging.getLogger(__name__)
+
+GRADE_TASK = "rendezvous.grade"  # on queue cpu|gpu: grade(job=<Job JSON>, max_attempts=<int>)
+EVENTS_TASK = "rendezvous.submission_events"  # on RESULTS_QUEUE: see events_payload
+RESULT_TASK = "rendezvous.submission_result"  # on RESULTS_QUEUE: see result_payload
+RETRY_TASK = "rendezvous.retry_stalled"  # periodic, on every grader worker's queue
+RESULTS_QUEUE = "results"
+GRADE_QUEUES = ("cpu", "gpu")
+SCHEMA_LOCK_ID = 727_001  # pg_advisory_lock key while creating procrastinate's tables
+DEFAULT_MAX_ATTEMPTS = 2
+
+
+def N_(message: str) -> str:  # the gettext marker: the web side translates these when shown
+    return message
+
+
+WORKER_LOST = N_(
+    "The grading machine stopped while running your program ({attempts} attempts). "
+    "This is our fault and does not count against you: please submit again."
+)
+
+
+def queue_for(job: Job) -> str:
+    return "gpu" if job.spec.launch.device == "cuda" else "cpu"
+
+
+def submission_lock(submission_id: str) -> str:
+    """The procrastinate lock that keeps one submission's results tasks in order."""
+    return f"submission:{submission_id}"
+
+
+def grade_payload(job: Job, max_attempts: int) -> dict[str, Any]:
+    return {"job": job.model_dump(mode="json"), "max_attempts": max_attempts}
+
+
+def events_payload(
+    submission_id: str, attempt: int, worker: str, events: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "submission_id": submission_id,
+        "attempt": attempt,
+        "worker": worker,
+        "events": cast(list[JSONValue], events),
+    }
+
+
+def result_payload(submission_id: str, attempt: int, result: Result) -> dict[str, Any]:
+    return {
+        "submission_id": submission_id,
+        "attempt": attempt,
+        "result": result.model_dump(mode="json"),
+    }
+
+
+RETRYING_EVENT: dict[str, Any] = {"kind": "status", "data": {"status": "retrying"}}
+
+
+async def ensure_schema(dsn: str) -> None:
+    """Create procrastinate's tables once, whoever (web or worker) starts first."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_ID,))
+        try:
+            row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
+            if row is None or row[0] is None:
+                await conn.execute(SchemaManager.get_schema())
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
+
+
+async def recover_stalled_grades(
+    app: procrastinate.App, *, seconds_since_heartbeat: float, by: str
+) -> int:
+    """The stalled-job policy. A grade job whose worker stopped sending heartbeats (killed, even
+    by SIGKILL) runs again while attempts are left, or else ends as a platform error
+    (WORKER_LOST), never as the learner's failure. Returns how many jobs it handled; a job that
+    another process (a worker's RETRY_TASK, the web's sweep) handled first is skipped."""
+    stalled = await app.job_manager.get_stalled_jobs(
+        task_name=GRADE_TASK, seconds_since_heartbeat=seconds_since_heartbeat
+    )
+    handled = 0
+    for job in stalled:
+        assert job.id is not None
+        kwargs: dict[str, Any] = dict(job.task_kwargs)
+        submission_id = str(kwargs["job"]["submission_id"])
+        max_attempts = int(kwargs.get("max_attempts", DEFAULT_MAX_ATTEMPTS))
+        attempts_made = job.attempts + 1
+        results = app.configure_task(
+            name=EVENTS_TASK, queue=RESULTS_QUEUE, lock=submission_lock(submission_id)
+        )
+        try:
+            if attempts_made < max_attempts:
+                await app.job_manager.retry_job(job)
+                await results.defer_async(
+                    **events_payload(submission_id, attempts_made, by, [RETRYING_EVENT])
+                )
+                log.warning("job %s stalled on attempt %d: retrying", job.id, attempts_made)
+            else:
+                await app.job_manager.finish_job_by_id_async(
+                    job.id, status=procrastinate.jobs.Status.FAILED, delete_job=False
+                )
+                lost = Result.platform_error(WORKER_LOST.format(attempts=attempts_made))
+                await app.configure_task(
+                    name=RESULT_TASK, queue=RESULTS_QUEUE, lock=submission_lock(submission_id)
+                ).defer_async(**result_payload(submission_id, attempts_made, lost))
+                log.warning("job %s stalled %d times: ended as an error", job.id, attempts_made)
+        except Exception:
+            log.info("stalled job %s was taken care of elsewhere", job.id, exc_info=True)
+            continue
+        handled += 1
+    return handled
