@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     grading_concurrency: int = 1
     max_submissions_in_flight: int = 2
     default_locale: str = "en"
-    # The coach (issue 14). Without a URL the built-in coach answers alone (no model, no network).
+    # The coach. Without a URL the built-in coach answers alone (no model, no network).
     # With one: any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted).
     coach_url: str | None = None
     coach_model: str = "default"

@@ -1,1 +1,1 @@
-"""The coach: answers a learner's question from their own run and the lessons (issue 14)."""
+"""The coach: answers a learner's question from their own run and the lessons."""
