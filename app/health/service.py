@@ -7,7 +7,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from app.config import Settings
-from app.submissions.config import get_submission_settings
 
 PROBE_TIMEOUT_S = 3
 
@@ -27,7 +26,7 @@ def queue_ok(settings: Settings) -> bool | None:
     if settings.grading_backend != "procrastinate":
         return None
     try:
-        conninfo = get_submission_settings().queue_conninfo(settings.database_url)
+        conninfo = settings.queue_conninfo()
         with psycopg.connect(conninfo, connect_timeout=PROBE_TIMEOUT_S) as conn:
             row = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         return bool(row and row[0])

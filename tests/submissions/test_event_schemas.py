@@ -15,10 +15,11 @@ def test_openapi_documents_each_event(client: TestClient) -> None:
     document = client.get("/openapi.json").json()
     stream = document["paths"][EVENTS_PATH]["get"]["responses"]["200"]["content"]
     events = stream["text/event-stream"]["x-sse-events"]
-    assert set(events) == {"queued", "status", "output", "check", "done"}
+    assert set(events) == {"queued", "status", "output", "check", "done", "signed_out"}
     launch = next(s for s in events["status"]["oneOf"] if s["title"] == "LaunchEvent")
     assert {"index", "count", "world_size", "reason_id", "reason"} <= set(launch["required"])
     assert "position" in events["queued"]["properties"]
+    assert "message" in events["signed_out"]["required"]
 
 
 def test_the_grader_s_launch_event_has_the_documented_shape() -> None:
