@@ -15,9 +15,9 @@ LESSON_URL = "/lessons/ddp-fundamentals"
 SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 
 
-def open_exercise(page: Any) -> Any:
+def open_exercise(page: Any, selector: str = SECTION) -> Any:
     page.goto(LESSON_URL)
-    section = page.locator(SECTION)
+    section = page.locator(selector)
     section.locator(".cm-content").wait_for()
     return section
 
@@ -62,10 +62,16 @@ def test_rank_and_line_move_the_editor_cursor(page: Any) -> None:
     assert page.evaluate("document.activeElement.classList.contains('cm-content')")
 
 
-def test_a_pass_offers_the_next_lesson(page: Any) -> None:
+def test_a_pass_offers_the_next_exercise_then_the_next_lesson(page: Any) -> None:
     section = open_exercise(page)
     show(section, passed_result())
     offer = section.locator('[data-role="next"] a')
+    assert offer.is_visible()
+    assert offer.get_attribute("href") == "#exercise-accumulate"
+    assert "Next exercise" in offer.inner_text()
+    last = open_exercise(page, 'section.sub[data-exercise="ddp-fundamentals/evaluate"]')
+    show(last, passed_result())
+    offer = last.locator('[data-role="next"] a')
     assert offer.is_visible()
     assert re.match(r"/lessons/[\w-]+$", offer.get_attribute("href") or "")
     assert "Next lesson" in offer.inner_text()
@@ -80,15 +86,12 @@ def test_the_last_step_leads_on_to_the_quick_check(page: Any) -> None:
     steps = page.locator(".step-card").count()
     assert parts == steps + 1 + page.locator(".exercise").count()  # steps, quiz, exercises
 
-    def width() -> str:
-        return str(meter.locator("span").evaluate("s => s.style.width"))
-
-    assert width() == f"{100 * steps / parts:.1f}%"
+    assert int(meter.get_attribute("max") or 0) == parts
+    assert meter.evaluate("m => m.value") == steps
     after.click()
     page.wait_for_url(re.compile(r"#quiz$"))
     page.wait_for_function(
-        "w => document.querySelector('.step-meter span').style.width === w",
-        arg=f"{100 * (steps + 1) / parts:.1f}%",
+        "v => document.querySelector('.step-meter').value === v", arg=steps + 1
     )
     page.locator('[data-step-nav="prev"]').click()
     assert after.is_hidden() and page.locator('[data-step-nav="next"]').is_visible()
