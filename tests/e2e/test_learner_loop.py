@@ -90,9 +90,7 @@ def test_the_last_step_leads_on_to_the_quick_check(page: Any) -> None:
     assert meter.evaluate("m => m.value") == steps
     after.click()
     page.wait_for_url(re.compile(r"#quiz$"))
-    page.wait_for_function(
-        "v => document.querySelector('.step-meter').value === v", arg=steps + 1
-    )
+    page.wait_for_function("v => document.querySelector('.step-meter').value === v", arg=steps + 1)
     page.locator('[data-step-nav="prev"]').click()
     assert after.is_hidden() and page.locator('[data-step-nav="next"]').is_visible()
 
