@@ -4,7 +4,9 @@
   exists (e.g. again with 1 process, to catch a rank or world size hard-coded to 2).
 - `not_judged_without_distribution`: a program that never started distributed training cannot
   show that DDP, the sampler or the checkpoints behave across ranks; a check that passed there
-  passed vacuously, so it is reported as not judged (skip) instead of PASS.
+  passed vacuously, so it is reported as not judged (skip) instead of PASS. Only for exercises
+  that ask for a process group (their checks include `dist.init`): an exercise that does not
+  (a single-process one, a toy added from files alone) keeps its own verdicts.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ def not_judged_without_distribution(
     checks: list[CheckResult], views: Sequence[RunView]
 ) -> list[CheckResult]:
     """Passes of a program that never distributed become skips that say why (see module doc)."""
+    if not any(c.id == "dist.init" for c in checks):
+        return checks  # the exercise does not ask for a process group
     if not views or distributed(views) or not any(view.ranks for view in views):
         return checks
     message_id, params = message_fields(NOT_JUDGED_MESSAGE)

@@ -75,3 +75,9 @@ def test_a_program_that_initialised_keeps_its_passes() -> None:
     assert not_judged_without_distribution(_checks(), [inited]) == _checks()
     # A run stopped before anything was observed has its own "not judged" reasons.
     assert not_judged_without_distribution(_checks(), [_run()]) == _checks()
+
+
+def test_an_exercise_that_asks_for_no_process_group_keeps_its_passes() -> None:
+    never = _run([{"kind": "start"}], [{"kind": "start"}])
+    without_init = [c for c in _checks() if c.id != "dist.init"]
+    assert not_judged_without_distribution(without_init, [never]) == without_init
