@@ -14,15 +14,12 @@ from typing import Any, Literal
 from app.coach.evidence import FailedCheck, RunEvidence
 from app.coach.index import StepHit, StepIndex, url_of
 from app.coach.schemas import Source
+from app.errors import N_
 from app.i18n import translate
 
 Level = Literal["nudge", "pointer", "fix"]
 MAX_EXPLAINED_CHECKS = 3
 FIX_AFTER_ATTEMPTS = 3
-
-
-def N_(message: str) -> str:  # the conventional gettext marker
-    return message
 
 
 @dataclass
