@@ -12,12 +12,11 @@ from pydantic import AfterValidator
 from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
-from app.auth.routes import rate_limits, reset_mail_body
+from app.auth.routes import rate_limits, send_reset_mail
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
 from app.limits import request_ip
-from app.mail import send_mail
 from app.text import storable
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
@@ -102,14 +101,7 @@ def forgot_submit(
     if rate_limits(request).check_reset(request_ip(request), email) is None:
         reset = lifecycle.request_reset(session, email)
         if reset is not None:
-            settings = request.app.state.settings
-            tasks.add_task(
-                send_mail,
-                settings,
-                to=reset.user.email,
-                subject="Reset your Rendezvous password",
-                body=reset_mail_body(settings.base_url, reset.token),
-            )
+            send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
     return _render(request, "auth/forgot.html", sent=True)
 
 

@@ -23,7 +23,8 @@ from app.auth.schemas import (
 )
 from app.config import Settings
 from app.db import SessionDep
-from app.errors import AppError, error_responses
+from app.errors import N_, AppError, error_responses
+from app.i18n import resolve_locale, translate
 from app.limits import request_ip
 from app.mail import send_mail
 from app.text import NO_NUL, storable
@@ -181,14 +182,7 @@ def request_password_reset(
         raise _rate_limited(wait)
     reset = lifecycle.request_reset(session, body.email)
     if reset is not None:
-        settings: Settings = request.app.state.settings
-        tasks.add_task(
-            send_mail,
-            settings,
-            to=reset.user.email,
-            subject="Reset your Rendezvous password",
-            body=reset_mail_body(settings.base_url, reset.token),
-        )
+        send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
     return Response(status_code=status.HTTP_202_ACCEPTED)
 
 
@@ -205,11 +199,24 @@ def confirm_password_reset(body: PasswordResetConfirm, session: SessionDep) -> R
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def reset_mail_body(base_url: str, token: str) -> str:
-    link = f"{base_url.rstrip('/')}/reset-password?token={token}"
-    return (
-        "Someone asked to reset the password of your Rendezvous account.\n\n"
-        f"To choose a new password, open this link within an hour:\n{link}\n\n"
-        f"In the app, enter this code instead: {token}\n\n"
-        "If it was not you, ignore this mail: your password stays as it is.\n"
+def send_reset_mail(
+    tasks: BackgroundTasks, settings: Settings, reset: lifecycle.ResetRequest, locale: str
+) -> None:
+    """Queue the reset mail, in the language of the request, to leave after the answer."""
+    link = f"{settings.base_url.rstrip('/')}/reset-password?token={reset.token}"
+    paragraphs = [
+        N_("Someone asked to reset the password of your Rendezvous account."),
+        N_("To choose a new password, open this link within an hour:\n{link}"),
+        N_("In the app, enter this code instead: {token}"),
+        N_("If it was not you, ignore this mail: your password stays as it is."),
+    ]
+    body = "\n\n".join(
+        translate(locale, text).format(link=link, token=reset.token) for text in paragraphs
+    )
+    tasks.add_task(
+        send_mail,
+        settings,
+        to=reset.user.email,
+        subject=translate(locale, "Reset your Rendezvous password"),
+        body=body + "\n",
     )

@@ -10,6 +10,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from email import message_from_bytes
+from email.header import decode_header, make_header
 from email.message import Message
 
 import pytest
@@ -221,3 +222,21 @@ def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: _I
     )
     assert gone.status_code == 303
     assert _token(client, "pages@example.org", "amber lantern orchard") is None
+
+
+def test_the_reset_mail_is_in_the_language_of_the_request(
+    client: TestClient, inbox: _Inbox
+) -> None:
+    register_and_sign_in(client, "unutkan@example.org")
+    asked = client.post(
+        "/api/v1/auth/password-reset",
+        json={"email": "unutkan@example.org"},
+        headers={"Accept-Language": "tr"},
+    )
+    assert asked.status_code == 202
+    mail = inbox.messages[0]
+    text = mail.get_payload(decode=True).decode()  # type: ignore[union-attr]
+    subject = str(make_header(decode_header(str(mail["Subject"]))))
+    assert subject == "Rendezvous parolanızı sıfırlayın"
+    assert "Yeni bir parola seçmek için" in text
+    assert re.search(r"http://rdv\.example/reset-password\?token=\S+", text)
