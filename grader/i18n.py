@@ -6,12 +6,13 @@ carries `message_id` and `params`. The grader stores both in the Result; whoever
 renders it in the viewer's locale with `localize_result` (the API does, per request), never in
 the locale the code was submitted in.
 
-Catalogs: `grader/locales/<locale>.json`, one object of message id -> template, for every id the
-grader uses: `title.<check id>` and `hint.<check id>` (from each check's registration), the
-summary and combination texts below, and every `msg(...)` id in the checks. A missing entry falls
-back to English; a test fails when one is missing. Terms follow docs/glossary.md (shared with the
-lessons and the interface): rank stays "rank" in tr and pt-BR, a process group is "süreç grubu" /
-"grupo de processos", and so on.
+Catalogs: `grader/locales/<locale>/*.json` (one file per area: `core.json`, one per check
+module), each an object of message id -> template, merged per locale (an id in two files is an
+error), for every id the grader uses: `title.<check id>` and `hint.<check id>` (from each check's
+registration), the summary and combination texts below, and every `msg(...)` id in the checks.
+A missing entry falls back to English; a test fails when one is missing. Terms follow
+docs/glossary.md (shared with the lessons and the interface): rank stays "rank" in tr and pt-BR,
+a process group is "süreç grubu" / "grupo de processos", and so on.
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ def _param_json(value: Any) -> Any:
 @cache
 def catalog(locale: str) -> dict[str, str]:
     """The translations for `locale` (empty for English and unknown locales)."""
-    path = CATALOG_DIR / f"{locale}.json"
-    if locale == "en" or not path.is_file():
+    folder = CATALOG_DIR / locale
+    if locale == "en" or not folder.is_dir():
         return {}
-    data: dict[str, str] = json.loads(path.read_text("utf-8"))
-    return data
+    merged: dict[str, str] = {}
+    for path in sorted(folder.glob("*.json")):
+        data: dict[str, str] = json.loads(path.read_text("utf-8"))
+        twice = sorted(set(merged) & set(data))
+        if twice:
+            raise ValueError(f"{path}: ids already translated in another file: {twice}")
+        merged.update(data)
+    return merged
 
 
 def render(message_id: str | None, english: str, params: Mapping[str, Any], locale: str) -> str:

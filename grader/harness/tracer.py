@@ -94,16 +94,33 @@ class Tracer:
     def fail(self, where: str, exc: BaseException) -> None:
         """Record a failure of the harness itself (never raised into the learner's code: what the
         program computes must not change). The host turns it into a platform `error` Result and
-        logs the stack: a half-observed run must never give a verdict."""
+        logs the stack: a half-observed run must never give a verdict.
+
+        The one exception is the launcher stopping this rank (torchrun turns SIGTERM into an
+        exception raised wherever the rank happens to be): that is no failure of the harness, and
+        it goes on up through the learner's code as if the signal had landed there."""
+        if is_termination(exc):
+            raise exc
         stack = "".join(traceback.format_exception(exc))
         self.emit("harness_error", where=where, error=repr(exc)[:500], traceback=stack[-8000:])
 
     def finish(self) -> None:
+        """Run the hooks' end-of-program work. The program has ended by now: if the launcher
+        stops the rank meanwhile (another rank failed), what is left is skipped and said."""
         for fn in self.finalizers:
             try:
                 fn()
             except Exception as exc:
+                if is_termination(exc):
+                    self.emit("terminated", where=getattr(fn, "__qualname__", "?"), error=repr(exc))
+                    return
                 self.fail(getattr(fn, "__qualname__", "?"), exc)
+
+
+def is_termination(exc: BaseException) -> bool:
+    """torch's launcher raises SignalException in a rank it stops (SIGTERM, SIGINT, ...)."""
+    kind = type(exc)
+    return kind.__name__ == "SignalException" and kind.__module__.startswith("torch.distributed")
 
 
 class _PostImport(importlib.abc.MetaPathFinder):

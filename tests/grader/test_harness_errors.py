@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,37 @@ def test_a_failing_finalizer_or_import_callback_is_recorded_not_raised(
         ("harness_error", "RuntimeError('hook bug')"),
         ("harness_error", "RuntimeError('hook bug')"),
     ]
+
+
+def _signal_exception() -> Exception:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    return SignalException("Process 6 got signal: 15", sigval=signal.SIGTERM)
+
+
+def test_the_launcher_stopping_the_rank_in_a_finalizer_is_no_harness_error(tmp_path: Path) -> None:
+    """torchrun stops the other ranks with SIGTERM when one fails; torch raises it where the rank
+    is. Landing in the hooks' end-of-program work, it skips what is left and is said, never a
+    platform error (it flaked elastic-resume/fail_never_loads in CI)."""
+    tracer = _tracer(tmp_path)
+    ran: list[str] = []
+
+    def stopped() -> None:
+        raise _signal_exception()
+
+    tracer.finalizers += [stopped, lambda: ran.append("after")]
+    tracer.finish()
+    (event,) = _events(tmp_path)
+    assert event["kind"] == "terminated" and "signal: 15" in event["error"]
+    assert ran == []
+
+
+def test_the_launcher_stopping_the_rank_in_a_hook_reaches_the_learners_code(tmp_path: Path) -> None:
+    tracer = _tracer(tmp_path)
+    exc = _signal_exception()
+    with pytest.raises(type(exc)):
+        tracer.fail("somewhere", exc)
+    assert not (tmp_path / "rank-0-a0.jsonl").read_text()
 
 
 def test_a_harness_error_in_any_rank_is_a_platform_error_logged_with_its_stack(

@@ -60,9 +60,9 @@ def test_every_grader_text_has_a_translation(locale: str) -> None:
     english = english_catalog()
     translated = catalog(locale)
     missing = sorted(set(english) - set(translated))
-    assert not missing, f"grader/locales/{locale}.json lacks {missing}"
+    assert not missing, f"grader/locales/{locale}/ lacks {missing}"
     unused = sorted(set(translated) - set(english))
-    assert not unused, f"grader/locales/{locale}.json has entries nothing emits: {unused}"
+    assert not unused, f"grader/locales/{locale}/ has entries nothing emits: {unused}"
     for message_id, template in english.items():
         assert placeholders(translated[message_id]) == placeholders(template), message_id
 
