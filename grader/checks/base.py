@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grader.events import E, End, Start, parse_all
 from grader.i18n import Message, msg
 
 Status = Literal["pass", "fail", "skip"]
@@ -49,20 +50,40 @@ class RankView:
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
+        """Raw records of one kind; prefer `typed`, whose fields mypy checks."""
         return [e for e in self.events if e.get("kind") == kind]
 
     def first(self, kind: str) -> dict[str, Any] | None:
         return next((e for e in self.events if e.get("kind") == kind), None)
 
+    def typed(self, kind: type[E]) -> list[E]:
+        """This rank's records of one kind (`grader.events`), typed, in order."""
+        cache = self.__dict__.setdefault("_typed", {})
+        count, found = cache.get(kind, (-1, []))
+        if count != len(self.events):  # parsed once per kind, again if events were added
+            found = parse_all(kind, self.events)
+            cache[kind] = (len(self.events), found)
+        typed: list[E] = found
+        return typed
+
+    def first_typed(self, kind: type[E]) -> E | None:
+        found = self.typed(kind)
+        return found[0] if found else None
+
     @property
-    def end(self) -> dict[str, Any] | None:
-        ends = self.of("end")
+    def end(self) -> End | None:
+        """The program's end record (the last attempt's), or None if the rank never got there."""
+        ends = self.typed(End)
         return ends[-1] if ends else None
 
     @property
+    def ended_ok(self) -> bool:
+        return self.end is not None and self.end.status == "ok"
+
+    @property
     def learner_file(self) -> str | None:
-        start = self.first("start")
-        return start.get("file") if start else None
+        start = self.first_typed(Start)
+        return start.file if start else None
 
     @property
     def last_attempt(self) -> int:
@@ -111,7 +132,12 @@ class RunView:
     siblings: list[RunView] = field(default_factory=list)
 
     def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
+        """Raw (rank, record) pairs of one kind; prefer `typed`, whose fields mypy checks."""
         return [(r.rank, e) for r in self.ranks for e in r.of(kind)]
+
+    def typed(self, kind: type[E]) -> list[tuple[int, E]]:
+        """(rank, record) of one kind (`grader.events`) over every rank, typed."""
+        return [(r.rank, e) for r in self.ranks for e in r.typed(kind)]
 
     def rank(self, rank: int) -> RankView | None:
         return next((r for r in self.ranks if r.rank == rank), None)
@@ -137,7 +163,7 @@ class RunView:
     @property
     def complete(self) -> bool:
         """Every rank ran the learner's program to its end (exit codes aside)."""
-        return bool(self.ranks) and all((r.end or {}).get("status") == "ok" for r in self.ranks)
+        return bool(self.ranks) and all(r.ended_ok for r in self.ranks)
 
     def not_reached(self, what: str) -> Outcome | None:
         """A skip for a check whose evidence is missing because the run stopped early. `what`

@@ -79,11 +79,11 @@ def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
                 "(usually a consequence: their peer was gone)."
             )
         return failed(msg, rank=first.rank, line=first.line)
-    exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.get("status") == "exit"]
+    exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.status == "exit"]
     if exits:
         rank, end = exits[0]
         return failed(
-            f"Rank {rank} called sys.exit({end.get('exit_code')}): a non-zero exit means failure.",
+            f"Rank {rank} called sys.exit({end.exit_code}): a non-zero exit means failure.",
             rank=rank,
         )
     missing = [r for r in run.ranks if r.end is None]
@@ -162,14 +162,14 @@ def _failures(run: RunView) -> list[_Failure]:
     for r in run.ranks:
         if r.rank in raised:
             continue
-        if r.end is not None and r.end.get("status") == "exit":
+        if r.end is not None and r.end.status == "exit":
             found.append(
                 _Failure(
                     rank=r.rank,
-                    t=float(r.end.get("t", math.inf)),
-                    what=f": it called sys.exit({r.end.get('exit_code')}), and a non-zero exit "
+                    t=r.end.t,
+                    what=f": it called sys.exit({r.end.exit_code}), and a non-zero exit "
                     "means failure",
-                    line=r.end.get("line"),
+                    line=r.end.line,
                 )
             )
         elif r.end is None and r.exit_code is not None and r.exit_code < 0:

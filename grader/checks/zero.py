@@ -86,11 +86,11 @@ def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
             rv = run.rank(r)
             assert rv is not None  # `absent` comes from run.ranks
             at = run.where(rv.last_line)
-            if (rv.end or {}).get("status") == "ok":
+            if rv.ended_ok:
                 elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
             else:
                 elsewhere.append(f"rank {r} went on without it and was last seen {at}")
-        finished = any((x.end or {}).get("status") == "ok" for x in run.ranks if x.rank in absent)
+        finished = any(x.ended_ok for x in run.ranks if x.rank in absent)
         if run.timed_out:
             outcome = "so it hung there until the run was stopped"
         elif finished:

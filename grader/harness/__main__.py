@@ -18,6 +18,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from grader.events import End, ProgramException, Start
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
 from grader.harness.tracer import Tracer
 
@@ -77,14 +78,7 @@ def run_learner(argv: list[str], *, forked: bool = False) -> int:
     stack_file = open(trace_dir / stack_name(rank, attempt), "w")  # noqa: SIM115 (lives until exit)
     faulthandler.enable(file=stack_file, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
-    tracer.emit(
-        "start",
-        pid=os.getpid(),
-        rank=rank,
-        world_size=tracer.world_size,
-        attempt=attempt,
-        file=script,
-    )
+    tracer.record(Start(pid=os.getpid(), rank=rank, world_size=tracer.world_size, file=script))
 
     from grader.harness.hooks import install_all
 
@@ -104,12 +98,13 @@ def run_learner(argv: list[str], *, forked: bool = False) -> int:
     except BaseException as exc:
         text, line = learner_traceback(exc, script)
         sys.stderr.write(text)
-        tracer.emit(
-            "exception",
-            type=type(exc).__name__,
-            message=str(exc)[:2000],
-            traceback=text[-8000:],
-            line=line,
+        tracer.record(
+            ProgramException(
+                type=type(exc).__name__,
+                message=str(exc)[:2000],
+                traceback=text[-8000:],
+                line=line,
+            )
         )
         status, code = "exception", 1
     # The program's atexit handlers run now, as at interpreter exit (some destroy the process
@@ -119,13 +114,13 @@ def run_learner(argv: list[str], *, forked: bool = False) -> int:
     return code
 
 
-def _end(tracer: Tracer, status: str, code: int, line: int | None, **extra: object) -> None:
+def _end(tracer: Tracer, status: str, code: int, line: int | None, via: str | None = None) -> None:
     """The end-of-program record, written once."""
     if tracer.state.get("ended"):
         return
     tracer.state["ended"] = True
     tracer.finish()
-    tracer.emit("end", status=status, exit_code=code, line=line, **extra)
+    tracer.record(End(status=status, exit_code=code, line=line, via=via))
 
 
 def _watch_os_exit(tracer: Tracer, forked: bool) -> None:

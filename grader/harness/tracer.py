@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from grader.events import Event, HarnessError, Terminated
+
 
 class Tracer:
     """Writes one JSON line per event; knows the learner's file to point at its lines.
@@ -66,6 +68,10 @@ class Tracer:
             with contextlib.suppress(OSError):
                 os.write(self._fd, line.encode("utf-8", "replace"))
 
+    def record(self, event: Event) -> None:
+        """Write one typed event (`grader.events`); the tracer adds seq, t and sync."""
+        self.emit(event.KIND, **event.data())
+
     def where(self, depth: int = 2) -> int | None:
         """The line of the innermost frame of the learner's file on the current stack."""
         frame = sys._getframe(depth)
@@ -102,7 +108,7 @@ class Tracer:
         if is_termination(exc):
             raise exc
         stack = "".join(traceback.format_exception(exc))
-        self.emit("harness_error", where=where, error=repr(exc)[:500], traceback=stack[-8000:])
+        self.record(HarnessError(where=where, error=repr(exc)[:500], traceback=stack[-8000:]))
 
     def finish(self) -> None:
         """Run the hooks' end-of-program work. The program has ended by now: if the launcher
@@ -112,7 +118,8 @@ class Tracer:
                 fn()
             except Exception as exc:
                 if is_termination(exc):
-                    self.emit("terminated", where=getattr(fn, "__qualname__", "?"), error=repr(exc))
+                    where = getattr(fn, "__qualname__", "?")
+                    self.record(Terminated(where=where, error=repr(exc)))
                     return
                 self.fail(getattr(fn, "__qualname__", "?"), exc)
 
