@@ -116,3 +116,350 @@ class Terminated(Event):
     KIND = "terminated"
     where: str = "?"
     error: str = ""
+
+
+# --- DDP, data and the process group (hooks ddp, data, dist, cuda; checks ddp, sampler) ------
+# (section g1: field types still to be narrowed from Any)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Barrier(Event):
+    KIND = "barrier"
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BarrierEnter(Event):
+    KIND = "barrier_enter"
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectiveCall(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "collective_call"
+    i: Any = None
+    line: Any = None
+    step: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectiveCalls(Event):
+    KIND = "collective_calls"
+    n: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Collectives(Event):
+    KIND = "collectives"
+    counts: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Consumed(Event):
+    KIND = "consumed"
+    batches: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpForward(Event):
+    KIND = "ddp_forward"
+    line: Any = None
+    steps: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpInit(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "ddp_init"
+    index: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpSummary(Event):
+    KIND = "ddp_summary"
+    forwards: Any = None
+    synced_forwards: Any = None
+    no_sync: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Destroy(Event):
+    KIND = "destroy"
+    line: Any = None
+    group: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Init(Event):
+    KIND = "init"
+    requested: Any = None
+    backend: Any = None
+    rank: Any = None
+    world_size: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InitError(Event):
+    KIND = "init_error"
+    requested: Any = None
+    error: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Iteration(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "iteration"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoSync(Event):
+    KIND = "no_sync"
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SetDevice(Event):
+    KIND = "set_device"
+    device: Any = None
+    index: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SetEpoch(Event):
+    KIND = "set_epoch"
+    epoch: Any = None
+    sampler_id: Any = None
+    line: Any = None
+
+
+# --- Checkpoints, optimizer steps, losses, replay (hooks ckpt, optim, losses, amp, replay) ---
+# (section g4: field types still to be narrowed from Any)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClosureLoss(Event):
+    KIND = "closure_loss"
+    call: Any = None
+    step: Any = None
+    loss: Any = None
+    line_search: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fault(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "fault"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Load(Event):
+    KIND = "load"
+    path: Any = None
+    line: Any = None
+    ok: Any = None
+    error: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Rename(Event):
+    KIND = "rename"
+    src: Any = None
+    dst: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Replay(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "replay"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Save(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "save"
+    path: Any = None
+    line: Any = None
+    ok: Any = None
+    error: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Step(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "step"
+
+
+# --- Hand-written all-reduce, the launch environment (hooks allreduce, launch) -------------
+# (section g2: field types still to be narrowed from Any)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnvWrite(Event):
+    KIND = "env_write"
+    key: Any = None
+    value: Any = None
+    before: Any = None
+    launched: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HandGrads(Event):
+    KIND = "hand_grads"
+    line: Any = None
+    names: Any = None
+    shapes: Any = None
+    in_optimizer: Any = None
+    local: Any = None
+    used: Any = None
+    n_losses: Any = None
+    world_scaled: Any = None
+    read_at: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InitArgs(Event):
+    KIND = "init_args"
+    line: Any = None
+    init_method: Any = None
+    rank: Any = None
+    world_size: Any = None
+    store: Any = None
+    master_addr: Any = None
+    master_port: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchEnv(Event):
+    # more fields passed as **kwargs by the hook: to be declared
+    KIND = "launch_env"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Spawn(Event):
+    KIND = "spawn"
+    line: Any = None
+    nprocs: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Weights(Event):
+    KIND = "weights"
+    i: Any = None
+    digest: Any = None
+    sum: Any = None
+
+
+# --- ZeRO, SyncBatchNorm, accumulation, evaluation (hooks zero, syncbn, accum, evaluate) -----
+# (section g3: field types still to be narrowed from Any)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AccumStep(Event):
+    KIND = "accum_step"
+    n: Any = None
+    micro: Any = None
+    reductions: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BnStats(Event):
+    KIND = "bn_stats"
+    layer: Any = None
+    step: Any = None
+    device: Any = None
+    batches: Any = None
+    mean: Any = None
+    var: Any = None
+    mean_sum: Any = None
+    var_sum: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConsolidateEnter(Event):
+    KIND = "consolidate_enter"
+    line: Any = None
+    to: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConsolidateExit(Event):
+    KIND = "consolidate_exit"
+    line: Any = None
+    to: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpBatchnorm(Event):
+    KIND = "ddp_batchnorm"
+    line: Any = None
+    plain: Any = None
+    n_plain: Any = None
+    synced: Any = None
+    n_synced: Any = None
+    device: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvalRows(Event):
+    KIND = "eval_rows"
+    rows: Any = None
+    forwards: Any = None
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OptimizerState(Event):
+    KIND = "optimizer_state"
+    line: Any = None
+    path: Any = None
+    where: Any = None
+    listed: Any = None
+    stated: Any = None
+    n_params: Any = None
+    load_error: Any = None
+    live: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SyncbnConvert(Event):
+    KIND = "syncbn_convert"
+    line: Any = None
+    arg: Any = None
+    is_ddp: Any = None
+    inside_ddp: Any = None
+    n_plain: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SyncbnCpu(Event):
+    KIND = "syncbn_cpu"
+    line: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ZeroInit(Event):
+    KIND = "zero_init"
+    line: Any = None
+    optimizer: Any = None
+    n_params: Any = None
+    n_local: Any = None
+    error: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ZeroStateDict(Event):
+    KIND = "zero_state_dict"
+    line: Any = None
+    ok: Any = None
+    listed: Any = None
+    stated: Any = None
+    error: Any = None
