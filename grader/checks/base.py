@@ -153,12 +153,15 @@ class RunView:
         return f" (`{text}`)" if text else ""
 
     def at(self, line: int | None) -> str:
-        """ "at line 42 (`code`)" or ""."""
-        return f"at line {line}{self.code_at(line)}" if line else ""
+        """ "at line 42 (`code`)" or "": a `Message`, so a sentence that takes it as a parameter
+        is translated whole."""
+        if not line:
+            return ""
+        return msg("where.at_line", "at line {line}{code}", line=line, code=self.code_at(line))
 
     def where(self, line: int | None) -> str:
         """ "at line 42 (`code`)", or "(line unknown)"."""
-        return self.at(line) or "(line unknown)"
+        return self.at(line) or msg("where.unknown", "(line unknown)")
 
     @property
     def complete(self) -> bool:
@@ -246,8 +249,9 @@ def ranks_text(ranks: list[int]) -> str:
     """[0] -> "rank 0"; [0, 1] -> "ranks 0 and 1"; [0, 1, 2] -> "ranks 0, 1 and 2"."""
     ranks = sorted(ranks)
     if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+        return msg("where.one_rank", "rank {rank}", rank=ranks[0])
+    first = ", ".join(map(str, ranks[:-1]))
+    return msg("where.ranks", "ranks {first} and {last}", first=first, last=ranks[-1])
 
 
 def index_ranges(indices: list[int], limit: int = 3) -> str:
