@@ -79,7 +79,12 @@ def container_kwargs(
         ],
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
-        "init": True,
+        # No init: the command (the supervisor) is pid 1 of the container's pid namespace, as
+        # in bwrap (--as-pid-1). The kernel then drops every signal sent to it from inside unless
+        # it installed a handler, so the learner's code, running as the same uid, cannot SIGKILL
+        # it (under tini it was pid 2 and `os.kill(-1, SIGKILL)` ended the grading as an
+        # error). When it exits, the kernel kills everything else in the container.
+        "init": False,
         "detach": True,
         "stdout": True,
         "stderr": True,

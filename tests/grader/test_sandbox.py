@@ -162,6 +162,8 @@ def test_docker_container_options(tmp_path: Path) -> None:
     assert kw["user"] == "1234:1234"
     assert kw["cap_drop"] == ["ALL"]
     assert "no-new-privileges:true" in kw["security_opt"]
+    # The supervisor is the container's pid 1 (no tini): the learner cannot SIGKILL it.
+    assert kw["init"] is False
     assert kw["volumes"] == {str(tmp_path.resolve()): {"bind": "/work", "mode": "rw"}}
     assert kw["working_dir"] == "/work"
     assert kw["environment"]["X"] == "y"
