@@ -23,9 +23,10 @@ from grader.sandbox.base import (
     SandboxUnavailable,
 )
 from grader.sandbox.bwrap import DEFAULT_ENV, HOME, HOSTNAME
+from grader.sandbox.docker_work import WorkVolume
 from grader.sandbox.limits import NOFILE
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
-from grader.sandbox.reaper import sandbox_labels, worker_container
+from grader.sandbox.reaper import LABEL_ROLE, sandbox_labels, worker_container
 from grader.sandbox.workdir import remove_special
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,11 @@ def container_kwargs(
     user: str = DEFAULT_USER,
     name: str | None = None,
     worker: str | None = None,
+    work_volume: str | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for `docker.from_env().containers.run` (pure: no engine needed)."""
+    """Keyword arguments for `docker.from_env().containers.run` (pure: no engine needed).
+    `work_volume`: the size-capped volume to mount at /work (`grader.sandbox.docker_work`);
+    without one the job dir is bind-mounted (no disk cap beyond RLIMIT_FSIZE per file)."""
     from docker.types import DeviceRequest, Ulimit
 
     limits = req.limits
@@ -68,7 +72,9 @@ def container_kwargs(
         },
         "shm_size": f"{limits.disk_mb}m",
         "ipc_mode": "private",
-        "volumes": {str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}},
+        "volumes": {
+            work_volume or str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}
+        },
         "mem_limit": f"{limits.memory_mb}m",
         "memswap_limit": f"{limits.memory_mb}m",
         "pids_limit": limits.pids,
@@ -123,24 +129,40 @@ class DockerSandbox:
         except Exception as exc:
             raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
 
-    def _prepare_workdir(self, req: SandboxRequest) -> None:
-        uid, _, gid = self.user.partition(":")
-        if os.geteuid() == 0 and uid.isdigit():
-            os.chown(req.workdir, int(uid), int(gid or uid))
-        else:
-            os.chmod(req.workdir, 0o777)
-
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
-        import requests
 
         client = self._client()
-        self._prepare_workdir(req)
+        labels = sandbox_labels(worker_container())
+        work = WorkVolume(
+            client,
+            image=self.image,
+            user=self.user,
+            disk_mb=req.limits.disk_mb,
+            labels={**labels, LABEL_ROLE: "work"},
+        )
+        try:
+            work.__enter__()
+            work.copy_in(req.workdir)
+        except Exception as exc:
+            work.__exit__()
+            raise SandboxUnavailable(f"could not prepare the sandbox's work dir: {exc}") from exc
+        try:
+            return self._run_in(client, req, work, on_output)
+        finally:
+            work.__exit__()
+
+    def _run_in(
+        self, client: Any, req: SandboxRequest, work: WorkVolume, on_output: OutputCallback | None
+    ) -> SandboxOutcome:
+        import requests
+
         sink = OutputCap(req.output_cap_bytes, on_output)
         start = time.monotonic()
+        kwargs = container_kwargs(
+            req, image=self.image, user=self.user, worker=worker_container(), work_volume=work.name
+        )
         try:
-            container = client.containers.run(
-                **container_kwargs(req, image=self.image, user=self.user, worker=worker_container())
-            )
+            container = client.containers.run(**kwargs)
         except Exception as exc:
             raise SandboxUnavailable(f"could not start the sandbox container: {exc}") from exc
 
@@ -171,7 +193,10 @@ class DockerSandbox:
         finally:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
-            remove_special(req.workdir, set())
+        problems = work.copy_out(req.workdir)
+        if problems:
+            log.info("work dir entries not copied back: %s", "; ".join(problems[:10]))
+        remove_special(req.workdir, set())
         return SandboxOutcome(
             exit_code=exit_code,
             timed_out=timed_out,

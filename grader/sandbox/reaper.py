@@ -15,6 +15,7 @@ log = logging.getLogger(__name__)
 
 LABEL_SANDBOX = "rdv.sandbox"
 LABEL_WORKER = "rdv.worker"  # the worker's container (its hostname), when it runs in one
+LABEL_ROLE = "rdv.role"  # "work": the holder of a work volume (grader.sandbox.docker_work)
 
 
 def worker_container() -> str | None:
@@ -68,4 +69,25 @@ def reap(client: Any, me: str | None, *, include_own: bool = False) -> list[str]
         removed.append(container.name)
     if removed:
         log.warning("removed %d sandbox container(s) left by dead workers", len(removed))
+    _reap_volumes(client, me, include_own=include_own)
     return removed
+
+
+def _reap_volumes(client: Any, me: str | None, *, include_own: bool) -> None:
+    """The work volumes (grader.sandbox.docker_work) of dead workers' sandboxes. A volume still
+    mounted by a live sandbox refuses removal; the next pass gets it."""
+    try:
+        volumes = client.volumes.list(filters={"label": LABEL_SANDBOX})
+    except Exception as exc:
+        log.info("could not list sandbox volumes: %s", exc)
+        return
+    for volume in volumes:
+        owner = (volume.attrs.get("Labels") or {}).get(LABEL_WORKER)
+        if not owner or (owner == me and not include_own):
+            continue
+        if owner != me and _is_running(client, owner):
+            continue
+        try:
+            volume.remove(force=True)
+        except Exception as exc:
+            log.info("could not remove sandbox volume %s: %s", volume.name, exc)

@@ -50,9 +50,33 @@ class FakeContainers:
         return self.all[name]
 
 
+@dataclass
+class FakeVolume:
+    name: str
+    labels: dict[str, str]
+    removed: bool = False
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return {"Labels": self.labels}
+
+    def remove(self, force: bool = False) -> None:
+        self.removed = True
+
+
+class FakeVolumes:
+    def __init__(self, *volumes: FakeVolume) -> None:
+        self.all = list(volumes)
+
+    def list(self, filters: dict[str, str]) -> list[FakeVolume]:
+        assert filters == {"label": reaper.LABEL_SANDBOX}
+        return [v for v in self.all if not v.removed]
+
+
 class FakeClient:
-    def __init__(self, *containers: FakeContainer) -> None:
+    def __init__(self, *containers: FakeContainer, volumes: tuple[FakeVolume, ...] = ()) -> None:
         self.containers = FakeContainers(*containers)
+        self.volumes = FakeVolumes(*volumes)
 
 
 def sandbox(name: str, worker: str | None) -> FakeContainer:
@@ -81,6 +105,23 @@ def test_only_sandboxes_of_gone_workers_are_reaped() -> None:
     assert not client.containers.all["s-live"].removed
     assert not client.containers.all["s-host"].removed
     assert not client.containers.all["unrelated"].removed
+
+
+def test_the_work_volumes_of_gone_workers_are_reaped_too() -> None:
+    """A worker killed mid-job leaves its sandbox's size-capped work volume behind."""
+
+    def volume(name: str, worker: str | None) -> FakeVolume:
+        return FakeVolume(name, reaper.sandbox_labels(worker))
+
+    client = FakeClient(
+        FakeContainer("w-live"),
+        FakeContainer("w-me"),
+        volumes=(volume("v-live", "w-live"), volume("v-gone", "w-gone"), volume("v-mine", "w-me")),
+    )
+    reaper.reap(client, me="w-me")
+    assert [v.name for v in client.volumes.all if v.removed] == ["v-gone"]
+    reaper.reap(client, me="w-me", include_own=True)
+    assert [v.name for v in client.volumes.all if v.removed] == ["v-gone", "v-mine"]
 
 
 def test_sandbox_containers_carry_the_reapers_labels(tmp_path: Path) -> None:

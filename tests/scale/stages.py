@@ -3,6 +3,7 @@ raises on any wrong verdict."""
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 from grader.contract import Result
+from grader.sandbox.reaper import LABEL_ROLE
 from tests.grader import hostile_programs as programs
 from tests.grader.sandbox_helpers import processes_with, token
 from tests.scale.learner import Learner
@@ -140,6 +142,8 @@ def _first_sandbox(stack: Stack, timeout_s: float) -> str:
                 info = stack.inspect(cid)
             except RuntimeError:
                 continue  # gone between the two calls
+            if info["Config"]["Labels"].get(LABEL_ROLE) == "work":
+                continue  # the holder of its work volume, not the sandbox itself
             host = info["HostConfig"]
             assert host["NetworkMode"] == "none", host["NetworkMode"]
             assert host["ReadonlyRootfs"] is True
@@ -170,6 +174,7 @@ def containment(stack: Stack) -> str:
         ("kill-supervisor", programs.KILL_SUPERVISOR),
         ("supervisor-memory", programs.SUPERVISOR_MEMORY),
         ("fork-bomb", programs.FORK_BOMB),
+        ("fill-disk", programs.FILL_DISK),
     ]
     learner = Learner(stack.base_url, "mallory")
     results: dict[str, Result] = {}
@@ -191,6 +196,8 @@ def containment(stack: Stack) -> str:
     assert processes_with(marker) == [], "the daemon outlived its sandbox"
     assert "PROC /proc/1/maps" in out["supervisor-memory"]
     assert "readable" not in out["supervisor-memory"]
+    # The work dir is a size-capped tmpfs volume: the disk runs out there (ENOSPC), not on the host.
+    assert f"DISK full . {errno.ENOSPC}" in out["fill-disk"], out["fill-disk"][-500:]
     left = stack.sandboxes()
     assert left == [], f"sandbox containers left behind: {left}"
     return f"{len(results)} attacks, all a learner's fail, none escaped: " + ", ".join(results)
