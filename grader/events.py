@@ -297,64 +297,92 @@ class Step(Event):
 
 
 # --- Hand-written all-reduce, the launch environment (hooks allreduce, launch) -------------
-# (section g2: field types still to be narrowed from Any)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EnvWrite(Event):
+    """The program set (or deleted: `value` None) one of the launcher's variables in os.environ;
+    `before` is the value it replaced, `launched` the one torchrun started the rank with."""
+
     KIND = "env_write"
-    key: Any = None
-    value: Any = None
-    before: Any = None
-    launched: Any = None
-    line: Any = None
+    key: str = ""
+    value: str | None = None
+    before: str | None = None
+    launched: str | None = None
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class HandGrads(Event):
+    """The gradient around the first update of a program that averages by hand, per tracked
+    parameter (`names`, `shapes`), as sketches (`grader.harness.hooks.allreduce.sketch`: the sum
+    and a few random projections of each tensor; an empty row for a missing gradient).
+
+    `local`: the mean over this rank's micro-steps of its own unscaled loss's gradient; `used`:
+    the gradient the update read (at `read_at`: "step", "zero_grad" or "the next backward
+    pass"); `n_losses`: the losses back-propagated before it; `world_scaled`: whether a factor
+    taken off the loss was one over the world size."""
+
     KIND = "hand_grads"
-    line: Any = None
-    names: Any = None
-    shapes: Any = None
-    in_optimizer: Any = None
-    local: Any = None
-    used: Any = None
-    n_losses: Any = None
-    world_scaled: Any = None
-    read_at: Any = None
+    line: int | None = None
+    names: list[str] = dataclasses.field(default_factory=list)
+    shapes: list[list[int]] = dataclasses.field(default_factory=list)
+    in_optimizer: list[bool] = dataclasses.field(default_factory=list)
+    local: list[list[float]] = dataclasses.field(default_factory=list)
+    used: list[list[float]] = dataclasses.field(default_factory=list)
+    n_losses: int = 1
+    world_scaled: bool = False
+    read_at: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class InitArgs(Event):
+    """The arguments the program itself gave `init_process_group` (`rank` and `world_size` as
+    passed, None when left out; `store`: whether it passed one), and the MASTER_ADDR and
+    MASTER_PORT in the environment at that moment."""
+
     KIND = "init_args"
-    line: Any = None
-    init_method: Any = None
-    rank: Any = None
-    world_size: Any = None
-    store: Any = None
-    master_addr: Any = None
-    master_port: Any = None
+    line: int | None = None
+    init_method: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    store: bool = False
+    master_addr: str | None = None
+    master_port: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LaunchEnv(Event):
-    # more fields passed as **kwargs by the hook: to be declared
+    """The launcher's variables as the rank started (None: not set), before the program ran."""
+
     KIND = "launch_env"
+    rank: str | None = None
+    local_rank: str | None = None
+    world_size: str | None = None
+    local_world_size: str | None = None
+    group_rank: str | None = None  # the node's index
+    master_addr: str | None = None
+    master_port: str | None = None
+    torchelastic_restart_count: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Spawn(Event):
+    """The program called mp.spawn / start_processes (the hook stops it there)."""
+
     KIND = "spawn"
-    line: Any = None
-    nprocs: Any = None
+    line: int | None = None
+    nprocs: int = 1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Weights(Event):
+    """Before the `i`-th backward pass (1, 2, ...): a digest and the sum of the tracked weights."""
+
     KIND = "weights"
-    i: Any = None
-    digest: Any = None
-    sum: Any = None
+    i: int = 0
+    digest: str | None = None
+    sum: float = 0.0
 
 
 # --- ZeRO, SyncBatchNorm, accumulation, evaluation (hooks zero, syncbn, accum, evaluate) -----

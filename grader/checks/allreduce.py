@@ -12,10 +12,11 @@ from grader.checks.base import (
     failed,
     first_optimizer_steps,
     passed,
-    plural,
     ranks_text,
     skipped,
 )
+from grader.events import DdpInit, HandGrads, Weights
+from grader.i18n import Message, msg
 
 TOLERANCE = 1e-4  # relative; float32 sums of a few ranks agree to ~1e-7
 
@@ -33,10 +34,88 @@ def _norm(a: list[float]) -> float:
 
 
 def _first_allreduce_line(run: RunView, rank: int) -> int | None:
+    # `op` is not declared on CollectiveCall in the data section of grader.events yet: raw.
     for r, e in run.events("collective_call"):
         if r == rank and e.get("op") == "all_reduce" and e.get("step", 0) == 0:
-            return e.get("line")
+            line: int | None = e.get("line")
+            return line
     return None
+
+
+def _parameters(n: int) -> Message:
+    if n == 1:
+        return msg("allreduce.one_parameter", "1 parameter")
+    return msg("allreduce.parameters", "{n} parameters", n=n)
+
+
+def _optimizer_steps(n: int) -> Message:
+    if n == 1:
+        return msg("allreduce.one_optimizer_step", "1 optimizer step")
+    return msg("allreduce.optimizer_steps", "{n} optimizer steps", n=n)
+
+
+def _names(names: list[str]) -> str:
+    """The first four parameter names, and how many more."""
+    shown = ", ".join(names[:4])
+    if len(names) > 4:
+        return msg(
+            "allreduce.names_more", "{names} and {more} more", names=shown, more=len(names) - 4
+        )
+    return shown
+
+
+def _why(ratio: float, world: int, k: int, world_scaled: bool) -> Message:
+    """What the gradient used was, measured against the mean over the global batch."""
+    accumulated = msg(
+        "allreduce.accumulated",
+        "the {k} accumulation micro-batches' gradients were added up, not averaged (divide each "
+        "micro-batch's loss by {k})",
+        k=k,
+    )
+    if k > 1 and k == world and abs(ratio - world) < 0.01 * world:
+        return msg(
+            "allreduce.why_world_or_accumulation",
+            "{world}x the mean over the global batch: either the gradients were summed over the "
+            "{world} ranks but not divided by the world size, or {accumulated}",
+            world=world,
+            accumulated=accumulated,
+        )
+    if abs(ratio - world) < 0.01 * world:
+        return msg(
+            "allreduce.why_not_divided",
+            "{world}x the mean: the gradients were summed over the {world} ranks but not divided "
+            "by the world size",
+            world=world,
+        )
+    if k > 1 and abs(ratio - k) < 0.01 * k:
+        return msg(
+            "allreduce.why_accumulated",
+            "{k}x the mean over the global batch: {accumulated}",
+            k=k,
+            accumulated=accumulated,
+        )
+    if abs(ratio - 1 / world) < 0.01 / world:
+        if world_scaled:
+            return msg(
+                "allreduce.why_divided_twice_loss",
+                "1/{world} of the mean: the gradients were divided by the world size twice (the "
+                "loss was already divided by it before backward)",
+                world=world,
+            )
+        return msg(
+            "allreduce.why_divided_twice",
+            "1/{world} of the mean: the gradients were divided by the world size twice",
+            world=world,
+        )
+    if abs(ratio - 1) > 0.01:
+        return msg(
+            "allreduce.why_ratio",
+            "{ratio:.3g}x the mean of the ranks' gradients, not 1x (world size {world}: is a "
+            "number of ranks hard-coded?)",
+            ratio=ratio,
+            world=world,
+        )
+    return msg("allreduce.why_different", "different from the mean of the ranks' gradients")
 
 
 @check(
@@ -47,26 +126,43 @@ def _first_allreduce_line(run: RunView, rank: int) -> int | None:
 )
 def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     tol = float(params.get("tolerance", TOLERANCE))
-    records = {rank: e for rank, e in run.events("hand_grads")}
-    if run.events("ddp_init"):
+    records = dict(run.typed(HandGrads))
+    wraps = run.typed(DdpInit)
+    if wraps:
         return failed(
-            "The model was wrapped in DistributedDataParallel: this exercise asks you to average "
-            "the gradients yourself, with dist.all_reduce, and no DDP.",
+            msg(
+                "allreduce.ddp_wrapped",
+                "The model was wrapped in DistributedDataParallel: this exercise asks you to "
+                "average the gradients yourself, with dist.all_reduce, and no DDP.",
+            ),
             rank=0,
-            line=run.events("ddp_init")[0][1].get("line"),
+            line=wraps[0][1].line,
         )
     missing = [r.rank for r in run.ranks if r.rank not in records]
     if missing:
-        return failed(
-            f"The gradient {ranks_text(missing)} trained with could not be observed: the grader "
-            "reads it from the first backward pass of a scalar loss (loss.backward()) up to the "
-            "next optimizer.step(), model.zero_grad() or update by hand, and "
-            f"{ranks_text(missing)} never got that far.",
-            rank=missing[0],
+        unobserved = (
+            msg(
+                "allreduce.unobserved_one",
+                "The gradient {ranks} trained with could not be observed: the grader reads it "
+                "from the first backward pass of a scalar loss (loss.backward()) up to the next "
+                "optimizer.step(), model.zero_grad() or update by hand, and {ranks} never got "
+                "that far.",
+                ranks=ranks_text(missing),
+            )
+            if len(missing) == 1
+            else msg(
+                "allreduce.unobserved",
+                "The gradient {ranks} trained with could not be observed: the grader reads it "
+                "from the first backward pass of a scalar loss (loss.backward()) up to the next "
+                "optimizer.step(), model.zero_grad() or update by hand, and {ranks} never got "
+                "that far.",
+                ranks=ranks_text(missing),
+            )
         )
+        return failed(unobserved, rank=missing[0])
     world = len(run.ranks)
-    names = records[0].get("names", [])
-    local = [records[r.rank]["local"] for r in run.ranks]
+    names = records[0].names
+    local = [records[r.rank].local for r in run.ranks]
     n = len(names)
     expected = [
         [sum(loc[j][k] for loc in local) / world for k in range(len(local[0][j]))] for j in range(n)
@@ -74,7 +170,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     worst: tuple[float, int, int] = (0.0, 0, 0)
     bad: dict[int, list[int]] = {}
     for r in run.ranks:
-        used = records[r.rank]["used"]
+        used = records[r.rank].used
         for j in range(n):
             if not used[j]:
                 bad.setdefault(r.rank, []).append(j)
@@ -87,22 +183,34 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
                 worst = (err, r.rank, j)
     if not bad:
         return passed(
-            f"At the first step, on every rank, all {plural(n, 'parameter')} had the mean of the "
-            f"{world} ranks' own gradients (largest relative difference {worst[0]:.1e}): the "
-            "gradient of the whole global batch, as DDP would compute it."
+            msg(
+                "allreduce.grad_average_ok",
+                "At the first step, on every rank, all {parameters} had the mean of the {world} "
+                "ranks' own gradients (largest relative difference {worst:.1e}): the gradient of "
+                "the whole global batch, as DDP would compute it.",
+                parameters=_parameters(n),
+                world=world,
+                worst=worst[0],
+            )
         )
     rank = min(bad)
-    line = _first_allreduce_line(run, rank) or records[rank].get("line")
-    used = records[rank]["used"]
-    wrong = [names[j] for j in bad[rank]]
-    what = ", ".join(wrong[:4]) + (f" and {len(wrong) - 4} more" if len(wrong) > 4 else "")
-    if not _first_allreduce_line(run, rank):
+    mine = records[rank]
+    first_allreduce = _first_allreduce_line(run, rank)
+    line = first_allreduce or mine.line
+    used = mine.used
+    what = _names([names[j] for j in bad[rank]])
+    if not first_allreduce:
         return failed(
-            f"Rank {rank} made no all_reduce between its backward pass and its first optimizer "
-            f"step {run.where(records[rank].get('line'))}: each rank stepped with its own "
-            "gradient, so the ranks train on different gradients.",
+            msg(
+                "allreduce.no_all_reduce",
+                "Rank {rank} made no all_reduce between its backward pass and its first "
+                "optimizer step {where}: each rank stepped with its own gradient, so the ranks "
+                "train on different gradients.",
+                rank=rank,
+                where=run.where(mine.line),
+            ),
             rank=rank,
-            line=records[rank].get("line"),
+            line=mine.line,
         )
     own = [
         j
@@ -110,46 +218,35 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         if used[j] and _dist(used[j], local[rank][j]) <= tol * max(_norm(local[rank][j]), 1e-12)
     ]
     if own and len(own) == len(bad[rank]):
+        facts = {"rank": rank, "what": what, "where": run.where(mine.line), "own": len(own), "n": n}
         return failed(
-            f"On rank {rank} the gradient of {what} was still rank {rank}'s own at the first "
-            f"optimizer step {run.where(records[rank].get('line'))}: "
-            f"{'it was' if len(own) == 1 else 'they were'} not averaged "
-            f"({len(own)} of {n} parameters).",
+            msg(
+                "allreduce.own_gradient_one",
+                "On rank {rank} the gradient of {what} was still rank {rank}'s own at the first "
+                "optimizer step {where}: it was not averaged ({own} of {n} parameters).",
+                **facts,
+            )
+            if len(own) == 1
+            else msg(
+                "allreduce.own_gradient",
+                "On rank {rank} the gradient of {what} was still rank {rank}'s own at the first "
+                "optimizer step {where}: they were not averaged ({own} of {n} parameters).",
+                **facts,
+            ),
             rank=rank,
             line=line,
         )
     ratio = _dot(used, expected) / max(_dot(expected, expected), 1e-30)
-    k = int(records[rank].get("n_losses", 1) or 1)
-    accumulated = (
-        f"the {k} accumulation micro-batches' gradients were added up, not averaged (divide "
-        f"each micro-batch's loss by {k})"
-    )
-    if k > 1 and k == world and abs(ratio - world) < 0.01 * world:
-        why = (
-            f"{world}x the mean over the global batch: either the gradients were summed over "
-            f"the {world} ranks but not divided by the world size, or {accumulated}"
-        )
-    elif abs(ratio - world) < 0.01 * world:
-        why = (
-            f"{world}x the mean: the gradients were summed over the {world} ranks but not divided "
-            "by the world size"
-        )
-    elif k > 1 and abs(ratio - k) < 0.01 * k:
-        why = f"{k}x the mean over the global batch: {accumulated}"
-    elif abs(ratio - 1 / world) < 0.01 / world:
-        why = f"1/{world} of the mean: the gradients were divided by the world size twice"
-        if records[rank].get("world_scaled"):
-            why += " (the loss was already divided by it before backward)"
-    elif abs(ratio - 1) > 0.01:
-        why = (
-            f"{ratio:.3g}x the mean of the ranks' gradients, not 1x (world size {world}: is a "
-            "number of ranks hard-coded?)"
-        )
-    else:
-        why = "different from the mean of the ranks' gradients"
+    k = int(mine.n_losses or 1)
     return failed(
-        f"On rank {rank}, after the all-reduce {run.where(line)}, the gradient of {what} "
-        f"was {why}.",
+        msg(
+            "allreduce.not_the_mean",
+            "On rank {rank}, after the all-reduce {where}, the gradient of {what} was {why}.",
+            rank=rank,
+            where=run.where(line),
+            what=what,
+            why=_why(ratio, world, k, mine.world_scaled),
+        ),
         rank=rank,
         line=line,
     )
@@ -162,6 +259,8 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     "parameter before training) and give every rank the same averaged gradient.",
 )
 def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
+    # The step records' fields (digest, sums, line) are not declared on Step in the checkpoint
+    # section of grader.events yet, and first_optimizer_steps returns raw records: raw.
     per_rank = {r.rank: first_optimizer_steps(r.events) for r in run.ranks}
     if not per_rank.get(0):
         return _in_sync_by_loss(run)
@@ -173,70 +272,127 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
         for i, (a, b) in enumerate(zip(ref, mine, strict=False)):
             if a.get("digest") != b.get("digest"):
                 sa, sb = sum(a.get("sums", [])), sum(b.get("sums", []))
-                msg = (
-                    f"After optimizer step {i + 1}, rank {rank}'s weights differ from rank 0's "
-                    f"(sum of all weights {sb:.6g} vs {sa:.6g})"
-                )
-                grads = {r: e for r, e in run.events("hand_grads")}
+                grads = dict(run.typed(HandGrads))
+                facts = {"step": i + 1, "rank": rank, "got": sb, "ref": sa}
                 if i == 0 and 0 in grads and rank in grads and _same(grads[0], grads[rank]):
-                    msg += (
-                        ": both stepped with the same averaged gradient, so they started from "
-                        "different weights"
+                    differ = msg(
+                        "allreduce.weights_differ_start",
+                        "After optimizer step {step}, rank {rank}'s weights differ from rank 0's "
+                        "(sum of all weights {got:.6g} vs {ref:.6g}): both stepped with the same "
+                        "averaged gradient, so they started from different weights.",
+                        **facts,
                     )
-                return failed(msg + ".", rank=rank, line=b.get("line") or a.get("line"))
+                else:
+                    differ = msg(
+                        "allreduce.weights_differ",
+                        "After optimizer step {step}, rank {rank}'s weights differ from rank 0's "
+                        "(sum of all weights {got:.6g} vs {ref:.6g}).",
+                        **facts,
+                    )
+                return failed(differ, rank=rank, line=b.get("line") or a.get("line"))
         if counts[rank] != counts[0]:
             return failed(
-                f"Rank {rank} took {counts[rank]} optimizer steps and rank 0 took {counts[0]}.",
+                msg(
+                    "allreduce.step_counts",
+                    "Rank {rank} took {steps} and rank 0 took {steps_0}.",
+                    rank=rank,
+                    steps=_optimizer_steps(counts[rank]),
+                    steps_0=_optimizer_steps(counts[0]),
+                ),
                 rank=rank,
             )
     return passed(
-        f"After each of the {plural(counts[0], 'optimizer step')}, all {len(run.ranks)} ranks held "
-        "bitwise identical weights."
+        msg(
+            "allreduce.in_sync_ok",
+            "After each of the {steps}, all {world} ranks held bitwise identical weights.",
+            steps=_optimizer_steps(counts[0]),
+            world=len(run.ranks),
+        )
     )
 
 
 def _in_sync_by_loss(run: RunView) -> Outcome:
     """Without optimizer steps (updates by hand): compare the weights seen at every loss."""
-    seqs = {r.rank: r.of("weights") for r in run.ranks}
+    seqs = {r.rank: r.typed(Weights) for r in run.ranks}
     if not seqs.get(0):
         return failed(
-            "Rank 0 neither took an optimizer step nor back-propagated a loss, so there was "
-            "nothing to compare.",
+            msg(
+                "allreduce.nothing_to_compare",
+                "Rank 0 neither took an optimizer step nor back-propagated a loss, so there was "
+                "nothing to compare.",
+            ),
             rank=0,
         )
     for rank, mine in sorted(seqs.items()):
         for i, (a, b) in enumerate(zip(seqs[0], mine, strict=False)):
-            if a.get("digest") != b.get("digest"):
-                when = "at the first backward pass" if i == 0 else f"after update {i}"
-                return failed(
-                    f"{when.capitalize()}, rank {rank}'s weights differ from rank 0's (sum "
-                    f"{b.get('sum', 0):.6g} vs {a.get('sum', 0):.6g}).",
-                    rank=rank,
-                )
+            if a.digest != b.digest:
+                if i == 0:
+                    differ = msg(
+                        "allreduce.weights_differ_first_backward",
+                        "At the first backward pass, rank {rank}'s weights differ from rank 0's "
+                        "(sum {got:.6g} vs {ref:.6g}).",
+                        rank=rank,
+                        got=b.sum,
+                        ref=a.sum,
+                    )
+                else:
+                    differ = msg(
+                        "allreduce.weights_differ_update",
+                        "After update {update}, rank {rank}'s weights differ from rank 0's (sum "
+                        "{got:.6g} vs {ref:.6g}).",
+                        update=i,
+                        rank=rank,
+                        got=b.sum,
+                        ref=a.sum,
+                    )
+                return failed(differ, rank=rank)
     n = len(seqs[0])
+    passes = (
+        msg("allreduce.one_backward_pass", "1 backward pass")
+        if n == 1
+        else msg("allreduce.backward_passes", "{n} backward passes", n=n)
+    )
     return passed(
-        f"At each of the {n} backward passes, all {len(run.ranks)} ranks held bitwise identical "
-        "weights (updates made without an optimizer step)."
+        msg(
+            "allreduce.in_sync_by_loss_ok",
+            "At each of the {passes}, all {world} ranks held bitwise identical weights (updates "
+            "made without an optimizer step).",
+            passes=passes,
+            world=len(run.ranks),
+        )
     )
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    ua, ub = a.get("used", []), b.get("used", [])
+def _same(a: HandGrads, b: HandGrads) -> bool:
+    ua, ub = a.used, b.used
     return bool(ua) and all(
         _dist(x, y) <= 1e-6 * max(_norm(x), 1e-12) for x, y in zip(ua, ub, strict=False)
     )
 
 
-def _describe(e: dict[str, Any]) -> str:
+def _describe(e: dict[str, Any]) -> Message:
     op = e.get("op", "?")
-    extra = f", {e['redop']}" if e.get("redop") else ""
     if op == "barrier":
-        return "barrier"
-    return f"{op} of {e.get('numel', '?')} {e.get('dtype', '')} values{extra}"
+        return msg("allreduce.call_barrier", "barrier")
+    call = {"op": op, "numel": e.get("numel", "?"), "dtype": e.get("dtype", "")}
+    if e.get("redop"):
+        return msg(
+            "allreduce.call_reduce",
+            "{op} of {numel} {dtype} values, {redop}",
+            redop=e["redop"],
+            **call,
+        )
+    return msg("allreduce.call", "{op} of {numel} {dtype} values", **call)
 
 
 def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
     return (e.get("op"), e.get("numel"), e.get("dtype"), e.get("redop"), e.get("src"))
+
+
+def _calls(n: int) -> Message:
+    if n == 1:
+        return msg("allreduce.one_collective_call", "1 collective call")
+    return msg("allreduce.collective_calls", "{n} collective calls", n=n)
 
 
 @check(
@@ -246,33 +402,77 @@ def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
     "it with tensors of the same shape: never call one inside `if rank == 0:`.",
 )
 def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
-    seqs = {r.rank: [e for _, e in [(0, e) for e in r.of("collective_call")]] for r in run.ranks}
+    # A call's signature (op, numel, dtype, redop, src) is not declared on CollectiveCall in the
+    # data section of grader.events yet: raw.
+    seqs = {r.rank: r.of("collective_call") for r in run.ranks}
     if not any(seqs.values()):
         if len(run.ranks) == 1:
-            return skipped("A single rank: there was no other rank to match.")
-        return failed("No rank made a collective call: the ranks never communicated.")
+            return skipped(
+                msg("allreduce.single_rank", "A single rank: there was no other rank to match.")
+            )
+        return failed(
+            msg(
+                "allreduce.no_collective",
+                "No rank made a collective call: the ranks never communicated.",
+            )
+        )
     ref_rank = max(seqs, key=lambda r: len(seqs[r]))
     for rank, seq in sorted(seqs.items()):
         other = seqs[ref_rank]
         for i, (a, b) in enumerate(zip(other, seq, strict=False)):
             if _sig(a) != _sig(b):
                 return failed(
-                    f"Collective #{i + 1} differs: rank {ref_rank} called {_describe(a)} "
-                    f"{run.where(a.get('line'))}, rank {rank} called {_describe(b)} "
-                    f"{run.where(b.get('line'))}.",
+                    msg(
+                        "allreduce.call_differs",
+                        "Collective #{n} differs: rank {ref_rank} called {ref_call} {ref_where}, "
+                        "rank {rank} called {call} {where}.",
+                        n=i + 1,
+                        ref_rank=ref_rank,
+                        ref_call=_describe(a),
+                        ref_where=run.where(a.get("line")),
+                        rank=rank,
+                        call=_describe(b),
+                        where=run.where(b.get("line")),
+                    ),
                     rank=rank,
                     line=b.get("line"),
                 )
         if len(seq) < len(other):
             nxt = other[len(seq)]
+            facts = {
+                "ref_rank": ref_rank,
+                "ref_calls": _calls(len(other)),
+                "rank": rank,
+                "n": len(seq),
+                "next": len(seq) + 1,
+                "call": _describe(nxt),
+                "where": run.where(nxt.get("line")),
+            }
             return failed(
-                f"Rank {ref_rank} made {len(other)} collective calls and rank {rank} only "
-                f"{len(seq)}: rank {ref_rank}'s call #{len(seq) + 1}, {_describe(nxt)} "
-                f"{run.where(nxt.get('line'))}, had no partner on rank {rank}, so rank "
-                f"{ref_rank} waited in it"
-                + (" until the run was stopped." if run.timed_out else "."),
+                msg(
+                    "allreduce.no_partner_stopped",
+                    "Rank {ref_rank} made {ref_calls} and rank {rank} only {n}: rank {ref_rank}'s "
+                    "call #{next}, {call} {where}, had no partner on rank {rank}, so rank "
+                    "{ref_rank} waited in it until the run was stopped.",
+                    **facts,
+                )
+                if run.timed_out
+                else msg(
+                    "allreduce.no_partner",
+                    "Rank {ref_rank} made {ref_calls} and rank {rank} only {n}: rank {ref_rank}'s "
+                    "call #{next}, {call} {where}, had no partner on rank {rank}, so rank "
+                    "{ref_rank} waited in it.",
+                    **facts,
+                ),
                 rank=ref_rank,
                 line=nxt.get("line"),
             )
     n = len(seqs[0])
-    return passed(f"All {len(run.ranks)} ranks made the same {plural(n, 'collective call')}.")
+    return passed(
+        msg(
+            "allreduce.collectives_ok",
+            "All {world} ranks made the same {calls}.",
+            world=len(run.ranks),
+            calls=_calls(n),
+        )
+    )

@@ -10,81 +10,136 @@ absorbs a different summation order, far below one SGD step's change.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from grader.checks.base import (
     Outcome,
+    RankView,
     RunView,
     check,
     failed,
     first_optimizer_steps,
     get_check,
     passed,
-    plural,
     ranks_text,
 )
+from grader.events import E, Event, Fault, Load, Rename, Save, Step
+from grader.i18n import Message, msg
 
 REL_TOL = 1e-6
 
 
-def _fault(run: RunView) -> tuple[int, dict[str, Any]] | None:
-    found = run.events("fault")
-    return found[0] if found else None
+def _of(r: RankView, kind: type[E], attempt: int) -> list[E]:
+    """This rank's records of one kind in one attempt (torchelastic restart), typed."""
+    return [e for e in r.typed(kind) if e.attempt == attempt]
+
+
+def _attempt(raw: dict[str, Any]) -> int:
+    return Event.parse(raw).attempt
+
+
+def _fault(run: RunView) -> tuple[int, Fault, dict[str, Any]] | None:
+    """(rank, record, raw record) of the injected failure: where it was placed (`after_steps`,
+    `placed`, `reference_steps`, `snapshot_step`) is not declared on Fault in the checkpoint
+    section of grader.events yet, so those are read raw."""
+    found = run.typed(Fault)
+    if not found:
+        return None
+    rank, fault = found[0]
+    return rank, fault, run.events("fault")[0][1]
 
 
 def _saved_paths(run: RunView, attempt: int) -> set[str]:
     paths: set[str] = set()
     for r in run.ranks:
-        for e in r.in_attempt(attempt):
-            if e.get("kind") == "save" and e.get("ok", True) and e.get("path"):
-                paths.add(str(e["path"]))
-            if e.get("kind") == "rename" and e.get("dst"):
-                paths.add(str(e["dst"]))
+        for save in _of(r, Save, attempt):
+            if save.ok is not False and save.path:
+                paths.add(str(save.path))
+        for rename in _of(r, Rename, attempt):
+            if rename.dst:
+                paths.add(str(rename.dst))
     return paths
 
 
-def _no_fault_message(run: RunView) -> str:
+def _steps(n: int) -> Message:
+    if n == 1:
+        return msg("elastic.one_step", "1 step")
+    return msg("elastic.steps", "{n} steps", n=n)
+
+
+def _optimizer_steps(n: int) -> Message:
+    if n == 1:
+        return msg("elastic.one_optimizer_step", "1 optimizer step")
+    return msg("elastic.optimizer_steps", "{n} optimizer steps", n=n)
+
+
+def _no_fault_message(run: RunView) -> Message:
     planned = (run.faults or [{}])[0]
     rank = int(planned.get("rank", 1))
     view = run.rank(rank)
-    n = len(view.of("step")) if view is not None else 0
-    return (
-        f"The grader's injected failure never fired: it was to stop rank {rank} after its "
-        f"optimizer step {planned.get('after_steps')}, as placed from an uninterrupted run of your "
-        f"program ({plural(int(planned.get('reference_steps', 0)), 'step')}), but this time rank "
-        f"{rank} took {plural(n, 'optimizer step')} in all. Does the amount of training depend on "
-        "something other than the data, such as the clock or a random draw?"
+    n = len(view.typed(Step)) if view is not None else 0
+    return msg(
+        "elastic.fault_never_fired",
+        "The grader's injected failure never fired: it was to stop rank {rank} after its "
+        "optimizer step {after}, as placed from an uninterrupted run of your program "
+        "({reference_steps}), but this time rank {rank} took {steps} in all. Does the amount of "
+        "training depend on something other than the data, such as the clock or a random draw?",
+        rank=rank,
+        after=planned.get("after_steps"),
+        reference_steps=_steps(int(planned.get("reference_steps", 0))),
+        steps=_optimizer_steps(n),
     )
 
 
-def _stopped(fe: dict[str, Any], frank: int) -> str:
-    return f"Rank {frank} was stopped after its optimizer step {int(fe.get('after_steps', 0))}"
+def _stopped(fe: dict[str, Any], frank: int) -> Message:
+    return msg(
+        "elastic.stopped",
+        "Rank {rank} was stopped after its optimizer step {after}",
+        rank=frank,
+        after=int(fe.get("after_steps", 0)),
+    )
 
 
-def _nothing_saved(fe: dict[str, Any], frank: int) -> str:
+def _nothing_saved(fe: dict[str, Any], frank: int) -> Message:
     """Why no snapshot existed when the rank was stopped, from where the fault was placed."""
-    total = plural(int(fe.get("reference_steps", 0)), "optimizer step")
-    how = (
+    total = _optimizer_steps(int(fe.get("reference_steps", 0)))
+    how = msg(
+        "elastic.how_to_save",
         "Save the training state (model, optimizer, and where to continue) from rank 0 as "
-        "training goes, e.g. at the end of every epoch."
+        "training goes, e.g. at the end of every epoch.",
     )
     if fe.get("placed") == "no_snapshot":
-        return (
-            f"Your program never saved a snapshot of the model in an uninterrupted run ({total} "
-            f"on rank {frank}), so the grader stopped rank {frank} halfway, after its optimizer "
-            f"step {fe.get('after_steps')}, and the restart had nothing to resume from. {how}"
+        return msg(
+            "elastic.never_saved",
+            "Your program never saved a snapshot of the model in an uninterrupted run ({total} "
+            "on rank {rank}), so the grader stopped rank {rank} halfway, after its optimizer "
+            "step {after}, and the restart had nothing to resume from. {how}",
+            total=total,
+            rank=frank,
+            after=fe.get("after_steps"),
+            how=how,
         )
     if fe.get("placed") == "late_snapshot":
-        return (
+        return msg(
+            "elastic.saved_late",
             "In an uninterrupted run your program saved its first snapshot only after its last "
-            f"optimizer step ({total}), so a failure during training always loses all of it: the "
-            f"grader stopped rank {frank} halfway, after its optimizer step "
-            f"{fe.get('after_steps')}, and the restart had nothing to resume from. {how}"
+            "optimizer step ({total}), so a failure during training always loses all of it: the "
+            "grader stopped rank {rank} halfway, after its optimizer step {after}, and the "
+            "restart had nothing to resume from. {how}",
+            total=total,
+            rank=frank,
+            after=fe.get("after_steps"),
+            how=how,
         )
-    return (
-        f"{_stopped(fe, frank)}, one step after an uninterrupted run had completely written its "
-        f"first snapshot (after step {fe.get('snapshot_step')}), but in this run no snapshot had "
-        f"been saved by then, so the restart had nothing to resume from. {how}"
+    return msg(
+        "elastic.not_saved_yet",
+        "{stopped}, one step after an uninterrupted run had completely written its first "
+        "snapshot (after step {snapshot_step}), but in this run no snapshot had been saved by "
+        "then, so the restart had nothing to resume from. {how}",
+        stopped=_stopped(fe, frank),
+        snapshot_step=fe.get("snapshot_step"),
+        how=how,
     )
 
 
@@ -96,52 +151,88 @@ def _nothing_saved(fe: dict[str, Any], frank: int) -> str:
     "end of every epoch.",
 )
 def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
-    fault = _fault(run)
-    if fault is None:
+    found = _fault(run)
+    if found is None:
         return failed(_no_fault_message(run))
-    frank, fe = fault
-    attempt = int(fe.get("attempt", 0))
+    frank, fault, fe = found
+    attempt = fault.attempt
     restarted = [r for r in run.ranks if r.in_attempt(attempt + 1)]
     if not restarted:
-        return failed(f"{_stopped(fe, frank)} and the job was not restarted.")
+        return failed(
+            msg(
+                "elastic.not_restarted",
+                "{stopped} and the job was not restarted.",
+                stopped=_stopped(fe, frank),
+            )
+        )
     saved = _saved_paths(run, attempt)
     if not saved:
         return failed(_nothing_saved(fe, frank), rank=frank)
     not_loaded = []
     for r in run.ranks:
         loads = [
-            e
-            for e in r.in_attempt(attempt + 1, "load")
-            if e.get("ok", True) and str(e.get("path")) in saved
+            load
+            for load in _of(r, Load, attempt + 1)
+            if load.ok is not False and str(load.path) in saved
         ]
         if not loads:
             not_loaded.append(r.rank)
     if not_loaded:
+        facts = {
+            "ranks": ranks_text(not_loaded),
+            "files": ", ".join(sorted(p.rsplit("/", 1)[-1] for p in saved)),
+        }
         return failed(
-            f"After the restart, {ranks_text(not_loaded)} did not load the snapshot "
-            f"({', '.join(sorted(p.rsplit('/', 1)[-1] for p in saved))}) saved before the "
-            "failure, so they started again from scratch.",
+            msg(
+                "elastic.not_loaded_one",
+                "After the restart, {ranks} did not load the snapshot ({files}) saved before the "
+                "failure, so it started again from scratch.",
+                **facts,
+            )
+            if len(not_loaded) == 1
+            else msg(
+                "elastic.not_loaded",
+                "After the restart, {ranks} did not load the snapshot ({files}) saved before the "
+                "failure, so they started again from scratch.",
+                **facts,
+            ),
             rank=not_loaded[0],
         )
     ref = run.reference
     for r in run.ranks:
         # The same terms on both sides: this rank's steps, every optimizer's, in each run.
         twin = ref.rank(r.rank) if ref is not None else None
-        total = len(twin.of("step")) if twin is not None else 0
-        again = len(r.in_attempt(attempt + 1, "step"))
+        total = len(twin.typed(Step)) if twin is not None else 0
+        again = len(_of(r, Step, attempt + 1))
         if total and again >= total:
             return failed(
-                f"After the restart rank {r.rank} loaded the snapshot but took {again} "
-                f"optimizer steps, as many as an uninterrupted run ({total}): it started "
-                "over from the beginning instead of where the snapshot was taken.",
+                msg(
+                    "elastic.started_over",
+                    "After the restart rank {rank} loaded the snapshot but took {steps}, as many "
+                    "as an uninterrupted run ({total}): it started over from the beginning "
+                    "instead of where the snapshot was taken.",
+                    rank=r.rank,
+                    steps=_optimizer_steps(again),
+                    total=total,
+                ),
                 rank=r.rank,
             )
     r0 = run.ranks[0]
-    load = next(e for e in r0.in_attempt(attempt + 1, "load") if str(e.get("path")) in saved)
+    load = next(e for e in _of(r0, Load, attempt + 1) if str(e.path) in saved)
+    more = len(_of(r0, Step, attempt + 1))
     return passed(
-        f"{_stopped(fe, frank)}; after the restart every rank loaded the snapshot "
-        f"{run.where(load.get('line'))} and continued with "
-        f"{plural(len(r0.in_attempt(attempt + 1, 'step')), 'more optimizer step')}."
+        msg(
+            "elastic.resumed_ok",
+            "{stopped}; after the restart every rank loaded the snapshot {where} and continued "
+            "with {more}.",
+            stopped=_stopped(fe, frank),
+            where=run.where(load.line),
+            more=(
+                msg("elastic.one_more_step", "1 more optimizer step")
+                if more == 1
+                else msg("elastic.more_steps", "{n} more optimizer steps", n=more)
+            ),
+        )
     )
 
 
@@ -153,80 +244,130 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     "sampler.set_epoch(epoch) so every epoch sees the same data order as before.",
 )
 def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
+    # The step records' fields (digest, sums, squares, names) are not declared on Step in the
+    # checkpoint section of grader.events yet, and first_optimizer_steps returns raw records.
     tol = float(params.get("tolerance", REL_TOL))
-    fault = _fault(run)
-    if fault is None:
+    found = _fault(run)
+    if found is None:
         return failed(_no_fault_message(run))
     ref = run.reference
     if ref is None or not ref.ranks:
-        return failed("The uninterrupted reference run did not take place.")
+        return failed(
+            msg("elastic.no_reference", "The uninterrupted reference run did not take place.")
+        )
     ref_steps = first_optimizer_steps(ref.ranks[0].events)
     if not ref_steps or ref.ranks[0].end is None:
         return failed(
-            "The uninterrupted run of your program did not finish, so there is nothing "
-            "to compare with (see the other checks)."
+            msg(
+                "elastic.reference_unfinished",
+                "The uninterrupted run of your program did not finish, so there is nothing to "
+                "compare with (see the other checks).",
+            )
         )
-    last = max(int(e.get("attempt", 0)) for e in run.ranks[0].events)
+    last = run.ranks[0].last_attempt
     got = first_optimizer_steps(run.ranks[0].in_attempt(last))
     if not got:
-        return failed("After the restart rank 0 took no optimizer step.", rank=0)
+        return failed(
+            msg("elastic.no_step_after", "After the restart rank 0 took no optimizer step."),
+            rank=0,
+        )
     a, b = got[-1], ref_steps[-1]
     if a.get("digest") == b.get("digest"):
         return passed(
-            "After the failure and the restart, rank 0's final weights are bitwise identical to "
-            f"those of an uninterrupted run ({plural(len(ref_steps), 'step')})."
+            msg(
+                "elastic.bitwise",
+                "After the failure and the restart, rank 0's final weights are bitwise identical "
+                "to those of an uninterrupted run ({steps}).",
+                steps=_steps(len(ref_steps)),
+            )
         )
     sa, sb = a.get("sums", []), b.get("sums", [])
     names = b.get("names") or ref_steps[0].get("names") or []
-    worst, where_i, what = 0.0, 0, "sum"
+    worst, where_i, stat_of = 0.0, 0, "sums"
     for stat in ("sums", "squares"):  # the sum of squares sees what sums cannot
         pairs = zip(a.get(stat, []), b.get(stat, []), strict=False)
         for i, (x, y) in enumerate(pairs):
             rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
             if rel > worst:
-                worst, where_i, what = rel, i, "sum" if stat == "sums" else "sum of squares"
+                worst, where_i, stat_of = rel, i, stat
                 sa, sb = a.get(stat, []), b.get(stat, [])
     if worst <= tol and len(sa) == len(sb):
         return passed(
-            "After the failure and the restart, rank 0's final weights match an uninterrupted "
-            f"run within {worst:.1e} (relative), not bitwise."
+            msg(
+                "elastic.within_tolerance",
+                "After the failure and the restart, rank 0's final weights match an "
+                "uninterrupted run within {worst:.1e} (relative), not bitwise.",
+                worst=worst,
+            )
         )
-    fstep = int(fault[1].get("after_steps", 0))
     before = _steps_before_snapshot(run)
     done = (before or 0) + len(got)
-    name = names[where_i] if where_i < len(names) else f"parameter {where_i}"
-    extra = ""
+    facts = {
+        "after": int(found[2].get("after_steps", 0)),
+        "what": (
+            msg("elastic.stat_sum", "sum")
+            if stat_of == "sums"
+            else msg("elastic.stat_squares", "sum of squares")
+        ),
+        "name": (
+            names[where_i]
+            if where_i < len(names)
+            else msg("elastic.parameter_n", "parameter {i}", i=where_i)
+        ),
+        "got": sa[where_i],
+        "want": sb[where_i],
+        "worst": worst,
+    }
     if before is not None and done != len(ref_steps):
-        extra = (
-            f" Counting steps: {before} before the snapshot + {len(got)} after the restart = "
-            f"{done}, but an uninterrupted run takes {len(ref_steps)}: "
-            + ("an epoch was trained twice." if done > len(ref_steps) else "training was skipped.")
+        return failed(
+            msg(
+                "elastic.differs_counted",
+                "After the failure (after step {after}) and the restart, rank 0's final weights "
+                "differ from an uninterrupted run's: the {what} of {name} is {got:.6g} instead "
+                "of {want:.6g} (relative difference {worst:.1e}). Counting steps: {before} "
+                "before the snapshot + {resumed} after the restart = {done}, but an "
+                "uninterrupted run takes {total}: {verdict}",
+                before=before,
+                resumed=len(got),
+                done=done,
+                total=len(ref_steps),
+                verdict=(
+                    msg("elastic.trained_twice", "an epoch was trained twice.")
+                    if done > len(ref_steps)
+                    else msg("elastic.skipped_training", "training was skipped.")
+                ),
+                **facts,
+            ),
+            rank=0,
         )
     return failed(
-        f"After the failure (after step {fstep}) and the restart, rank 0's final weights differ "
-        f"from an uninterrupted run's: the {what} of {name} is {sa[where_i]:.6g} instead of "
-        f"{sb[where_i]:.6g} (relative difference {worst:.1e}).{extra}",
+        msg(
+            "elastic.differs",
+            "After the failure (after step {after}) and the restart, rank 0's final weights "
+            "differ from an uninterrupted run's: the {what} of {name} is {got:.6g} instead of "
+            "{want:.6g} (relative difference {worst:.1e}).",
+            **facts,
+        ),
         rank=0,
     )
 
 
 def _steps_before_snapshot(run: RunView) -> int | None:
-    """Rank 0's optimizer steps before the last snapshot it saved in the first attempt."""
-    events = run.ranks[0].in_attempt(0)
-    count, at = 0, None
-    for e in events:
-        if e.get("kind") == "step":
-            count += 1
-        if e.get("kind") in ("save", "rename"):
-            at = count
-    return at
+    """Rank 0's optimizer steps before the last snapshot it saved (or renamed into place) in the
+    first attempt; a rank's records are in order of `seq`."""
+    r0 = run.ranks[0]
+    snapshots = [e.seq for e in _of(r0, Save, 0)] + [e.seq for e in _of(r0, Rename, 0)]
+    if not snapshots:
+        return None
+    last = max(snapshots)
+    return sum(1 for step in _of(r0, Step, 0) if step.seq < last)
 
 
 def _final_attempt_view(run: RunView) -> RunView:
     """The run as its last attempt saw it: earlier attempts were stopped by the restart."""
-    last = max((int(e.get("attempt", 0)) for r in run.ranks for e in r.events), default=0)
+    last = max((r.last_attempt for r in run.ranks), default=0)
     ranks = [
-        dataclasses.replace(r, events=[e for e in r.events if int(e.get("attempt", 0)) == last])
+        dataclasses.replace(r, events=[e for e in r.events if _attempt(e) == last])
         for r in run.ranks
     ]
     return dataclasses.replace(run, ranks=ranks)
@@ -241,7 +382,7 @@ def _earlier_attempt_view(run: RunView, attempt: int) -> RunView:
     ranks = [
         dataclasses.replace(
             r,
-            events=[e for e in r.events if int(e.get("attempt", 0)) == attempt],
+            events=[e for e in r.events if _attempt(e) == attempt],
             exit_code=None,
             stack=None,
         )
@@ -250,8 +391,10 @@ def _earlier_attempt_view(run: RunView, attempt: int) -> RunView:
     return dataclasses.replace(run, ranks=ranks, timed_out=False)
 
 
-def _times(n: int) -> str:
-    return "once" if n == 1 else f"{n} times"
+def _times(n: int) -> Message:
+    if n == 1:
+        return msg("elastic.once", "once")
+    return msg("elastic.times", "{n} times", n=n)
 
 
 def _completed_after_restarts(run: RunView, params: dict[str, Any]) -> Outcome:
@@ -262,35 +405,58 @@ def _completed_after_restarts(run: RunView, params: dict[str, Any]) -> Outcome:
     that ended with no injected failure ended because of the program itself: that is reported.
     """
     assert _core_completed is not None
-    last = max((int(e.get("attempt", 0)) for r in run.ranks for e in r.events), default=0)
+    last = max((r.last_attempt for r in run.ranks), default=0)
     if last == 0:
         return _core_completed.fn(run, params)
-    restarted = f"torchrun restarted the ranks {_times(last)}"
     for attempt in range(last):
         earlier = _earlier_attempt_view(run, attempt)
-        if earlier.events("fault"):
+        if earlier.typed(Fault):
             continue
         crashed = _core_completed.fn(earlier, params)
         if crashed.status == "fail":
-            crashed.message = (
-                f"Attempt {attempt + 1} ended without the grader's injected failure, so "
-                f"{restarted} because of your program: " + _lower_first(crashed.message)
+            crashed.message = msg(
+                "elastic.attempt_crashed",
+                "Attempt {attempt} ended without the grader's injected failure, so torchrun "
+                "restarted the ranks {times} because of your program: {reason}",
+                attempt=attempt + 1,
+                times=_times(last),
+                reason=_lower_first(crashed.message),
             )
             return crashed
     outcome = _core_completed.fn(_final_attempt_view(run), params)
     if outcome.status == "pass":
-        outcome.message = (
-            outcome.message.rstrip(".") + f" in attempt {last + 1}, after {restarted}."
+        outcome.message = msg(
+            "elastic.completed_in_attempt",
+            "{message} in attempt {attempt}, after torchrun restarted the ranks {times}.",
+            message=_edit(outcome.message, lambda text: text.rstrip(".")),
+            attempt=last + 1,
+            times=_times(last),
         )
     else:
-        outcome.message = f"In attempt {last + 1}, after {restarted}: " + _lower_first(
-            outcome.message
+        outcome.message = msg(
+            "elastic.failed_in_attempt",
+            "In attempt {attempt}, after torchrun restarted the ranks {times}: {reason}",
+            attempt=last + 1,
+            times=_times(last),
+            reason=_lower_first(outcome.message),
         )
     return outcome
 
 
 def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+    """The text with its first letter lower-cased, to go on after a colon (not an acronym)."""
+    return _edit(text, lambda s: s[:1].lower() + s[1:] if s[:2] != s[:2].upper() else s)
+
+
+def _edit(text: str, change: Callable[[str], str]) -> str:
+    """`change` applied to the English of `text`; a `Message` keeps its id and parameters (its
+    template is changed), so it is still translated inside the sentence that quotes it."""
+    english = change(str(text))
+    if isinstance(text, Message):
+        edited = Message(text.message_id, change(text.template), text.params)
+        if edited == english:  # else the change fell inside a parameter: English only
+            return edited
+    return english
 
 
 if _core_completed is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from grader.events import HandGrads, Weights
 from grader.harness.replay import scaled_root
 from grader.harness.tracer import Tracer, quiet, wrap
 
@@ -192,7 +193,7 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
             emit_used(None, "the next backward pass")
         if seen["params"] < MAX_PARAM_EVENTS:
             seen["params"] += 1
-            tracer.emit("weights", i=seen["params"], digest=digest, sum=total)
+            tracer.record(Weights(i=seen["params"], digest=digest, sum=total))
 
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
@@ -229,17 +230,18 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
                 names = _names(tracer, leaves)
                 used = sketch([t.grad for t in leaves])
                 local, world_scaled = local_gradient(grads["micro"], tracer.world_size)
-            tracer.emit(
-                "hand_grads",
-                line=tracer.where(),
-                names=names,
-                shapes=[list(t.shape) for t in leaves],
-                in_optimizer=[id(t) in in_opt for t in leaves],
-                local=local,
-                used=used,
-                n_losses=grads["n_losses"],
-                world_scaled=world_scaled,
-                read_at=how,
+            tracer.record(
+                HandGrads(
+                    line=tracer.where(),
+                    names=names,
+                    shapes=[list(t.shape) for t in leaves],
+                    in_optimizer=[id(t) in in_opt for t in leaves],
+                    local=local,
+                    used=used,
+                    n_losses=grads["n_losses"],
+                    world_scaled=world_scaled,
+                    read_at=how,
+                )
             )
         except Exception as exc:
             tracer.fail("hand_grads", exc)

@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 import torch.multiprocessing as mp
 
+from grader.events import EnvWrite, InitArgs, LaunchEnv, Spawn
 from grader.harness.tracer import Tracer, wrap
 
 # Its init_process_group wrapper is outside the dist hook's: it sees the learner's own arguments,
@@ -35,13 +36,24 @@ SPAWN_MESSAGE = (
 
 def install(tracer: Tracer) -> None:
     launched = {k: os.environ.get(k) for k in LAUNCH_VARS}
-    tracer.emit("launch_env", **{k.lower(): v for k, v in launched.items()})
+    tracer.record(
+        LaunchEnv(
+            rank=launched["RANK"],
+            local_rank=launched["LOCAL_RANK"],
+            world_size=launched["WORLD_SIZE"],
+            local_world_size=launched["LOCAL_WORLD_SIZE"],
+            group_rank=launched["GROUP_RANK"],
+            master_addr=launched["MASTER_ADDR"],
+            master_port=launched["MASTER_PORT"],
+            torchelastic_restart_count=launched["TORCHELASTIC_RESTART_COUNT"],
+        )
+    )
     _watch_environ(tracer, launched)
 
     def make_spawn(original: Any) -> Any:
         def spawn(*args: Any, **kwargs: Any) -> Any:
             nprocs = kwargs.get("nprocs", args[2] if len(args) > 2 else 1)
-            tracer.emit("spawn", line=tracer.where(), nprocs=nprocs)
+            tracer.record(Spawn(line=tracer.where(), nprocs=nprocs))
             raise RuntimeError(SPAWN_MESSAGE)
 
         return spawn
@@ -52,15 +64,16 @@ def install(tracer: Tracer) -> None:
     def make_init(original: Any) -> Any:
         def init_process_group(*args: Any, **kwargs: Any) -> Any:
             init_method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
-            tracer.emit(
-                "init_args",
-                line=tracer.where(),
-                init_method=None if init_method is None else str(init_method)[:200],
-                rank=kwargs.get("rank", args[4] if len(args) > 4 else None),
-                world_size=kwargs.get("world_size", args[3] if len(args) > 3 else None),
-                store=kwargs.get("store") is not None,
-                master_addr=os.environ.get("MASTER_ADDR"),
-                master_port=os.environ.get("MASTER_PORT"),
+            tracer.record(
+                InitArgs(
+                    line=tracer.where(),
+                    init_method=None if init_method is None else str(init_method)[:200],
+                    rank=kwargs.get("rank", args[4] if len(args) > 4 else None),
+                    world_size=kwargs.get("world_size", args[3] if len(args) > 3 else None),
+                    store=kwargs.get("store") is not None,
+                    master_addr=os.environ.get("MASTER_ADDR"),
+                    master_port=os.environ.get("MASTER_PORT"),
+                )
             )
             return original(*args, **kwargs)
 
@@ -82,25 +95,27 @@ def _watch_environ(tracer: Tracer, launched: dict[str, str | None]) -> None:
         def __setitem__(self, key: str, value: str) -> None:
             if key in launched:
                 old = os.environ.get(key)
-                tracer.emit(
-                    "env_write",
-                    key=key,
-                    value=str(value)[:100],
-                    before=old,
-                    launched=launched[key],
-                    line=tracer.where(),
+                tracer.record(
+                    EnvWrite(
+                        key=key,
+                        value=str(value)[:100],
+                        before=old,
+                        launched=launched[key],
+                        line=tracer.where(),
+                    )
                 )
             super().__setitem__(key, value)
 
         def __delitem__(self, key: str) -> None:
             if key in launched:
-                tracer.emit(
-                    "env_write",
-                    key=key,
-                    value=None,
-                    before=os.environ.get(key),
-                    launched=launched[key],
-                    line=tracer.where(),
+                tracer.record(
+                    EnvWrite(
+                        key=key,
+                        value=None,
+                        before=os.environ.get(key),
+                        launched=launched[key],
+                        line=tracer.where(),
+                    )
                 )
             super().__delitem__(key)
 
