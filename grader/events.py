@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypedDict, TypeVar
 
 E = TypeVar("E", bound="Event")
 
@@ -386,108 +386,141 @@ class Weights(Event):
 
 
 # --- ZeRO, SyncBatchNorm, accumulation, evaluation (hooks zero, syncbn, accum, evaluate) -----
-# (section g3: field types still to be narrowed from Any)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AccumStep(Event):
+    """One optimizer step of a run with an `accum.*` check: the forward passes through the DDP
+    model (`micro`) and the gradient all-reduces DDP launched (`reductions`) since the step
+    before."""
+
     KIND = "accum_step"
-    n: Any = None
-    micro: Any = None
-    reductions: Any = None
-    line: Any = None
+    n: int = 0  # 1-based step number on this rank
+    micro: int = 0
+    reductions: int = 0
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BnStats(Event):
+    """A SyncBatchNorm layer's running statistics after one of its training forwards: `mean` and
+    `var` are digests of the exact bytes, `mean_sum` and `var_sum` their sums (for a tolerance)."""
+
     KIND = "bn_stats"
-    layer: Any = None
-    step: Any = None
-    device: Any = None
-    batches: Any = None
-    mean: Any = None
-    var: Any = None
-    mean_sum: Any = None
-    var_sum: Any = None
+    layer: str = "?"  # the layer's name in the DDP-wrapped model
+    step: int = 0  # optimizer steps this rank had taken
+    device: str = ""
+    batches: int = 0  # num_batches_tracked
+    mean: str | None = None
+    var: str | None = None
+    mean_sum: float = 0.0
+    var_sum: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConsolidateEnter(Event):
     KIND = "consolidate_enter"
-    line: Any = None
-    to: Any = None
+    line: int | None = None
+    to: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConsolidateExit(Event):
     KIND = "consolidate_exit"
-    line: Any = None
-    to: Any = None
+    line: int | None = None
+    to: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DdpBatchnorm(Event):
+    """The BatchNorm layers of a model as DDP wrapped it: plain ones ("name (BatchNorm1d)") and
+    SyncBatchNorm ones, the names capped, the counts not."""
+
     KIND = "ddp_batchnorm"
-    line: Any = None
-    plain: Any = None
-    n_plain: Any = None
-    synced: Any = None
-    n_synced: Any = None
-    device: Any = None
+    line: int | None = None
+    plain: list[str] = dataclasses.field(default_factory=list)
+    n_plain: int = 0
+    synced: list[str] = dataclasses.field(default_factory=list)
+    n_synced: int = 0
+    device: str = "?"  # DDP's device type
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalRows(Event):
+    """What a rank fed its models with gradients off: one short hash per sample (capped)."""
+
     KIND = "eval_rows"
-    rows: Any = None
-    forwards: Any = None
-    line: Any = None
+    rows: list[str] = dataclasses.field(default_factory=list)
+    forwards: int = 0
+    line: int | None = None  # the first such forward
+
+
+class StateComparison(TypedDict, total=False):
+    """A saved optimizer state against the live one when it was saved, over the parameters whose
+    state the rank holds; the first stale parameter's step counts, if any."""
+
+    compared: int
+    stale: int
+    param: int | None  # the first stale parameter's index
+    saved_step: float | None
+    live_step: float | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OptimizerState(Event):
+    """An optimizer state dict inside an object `torch.save` wrote while a ZeroRedundancyOptimizer
+    existed: the parameters it lists and holds state for, out of all of ZeRO's parameters."""
+
     KIND = "optimizer_state"
-    line: Any = None
-    path: Any = None
-    where: Any = None
-    listed: Any = None
-    stated: Any = None
-    n_params: Any = None
-    load_error: Any = None
-    live: Any = None
+    line: int | None = None
+    path: str | None = None  # absolute; None when saved to a buffer
+    where: str = ""  # its place in the saved object, e.g. "['optimizer']"
+    listed: int = 0
+    stated: int = 0
+    n_params: int = 0
+    load_error: str | None = None  # why it does not load into a fresh optimizer; None if it does
+    live: StateComparison = dataclasses.field(default_factory=StateComparison)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SyncbnConvert(Event):
+    """A (top-level) call of `SyncBatchNorm.convert_sync_batchnorm`."""
+
     KIND = "syncbn_convert"
-    line: Any = None
-    arg: Any = None
-    is_ddp: Any = None
-    inside_ddp: Any = None
-    n_plain: Any = None
+    line: int | None = None
+    arg: str = ""  # the class of the module converted
+    is_ddp: bool = False  # the module was a DDP wrapper
+    inside_ddp: bool = True  # the module was (inside) a model already wrapped in DDP
+    n_plain: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SyncbnCpu(Event):
+    """A SyncBatchNorm forward on CPU input, run as a per-rank BatchNorm (recorded once)."""
+
     KIND = "syncbn_cpu"
-    line: Any = None
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ZeroInit(Event):
+    """A ZeroRedundancyOptimizer built; only `line` and `error` when reading it failed."""
+
     KIND = "zero_init"
-    line: Any = None
-    optimizer: Any = None
-    n_params: Any = None
-    n_local: Any = None
-    error: Any = None
+    line: int | None = None
+    optimizer: str | None = None  # the class it wraps, e.g. "Adam"
+    n_params: int = 0
+    n_local: int | None = None  # the parameters whose state this rank holds
+    error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ZeroStateDict(Event):
+    """A call of ZeroRedundancyOptimizer.state_dict(): it raises unless consolidated first."""
+
     KIND = "zero_state_dict"
-    line: Any = None
-    ok: Any = None
-    listed: Any = None
-    stated: Any = None
-    error: Any = None
+    line: int | None = None
+    ok: bool = False
+    listed: int = 0
+    stated: int = 0
+    error: str | None = None

@@ -7,12 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.events import AccumStep
+from grader.i18n import msg
 
 MEAN_TOLERANCE = 0.02  # relative; a loss not divided by k is off by (k - 1) * 100%
 
 
-def _steps(run: RunView) -> dict[int, list[dict[str, Any]]]:
-    return {r.rank: r.of("accum_step") for r in run.ranks}
+def _steps(run: RunView) -> dict[int, list[AccumStep]]:
+    return {r.rank: r.typed(AccumStep) for r in run.ranks}
+
+
+def _first_step() -> str:
+    return msg("accum.reached_first_step", "the first optimizer step")
 
 
 @check(
@@ -25,32 +31,52 @@ def accum_micro_batches(run: RunView, params: dict[str, Any]) -> Outcome:
     k = int(params.get("k", 4))
     for rank, steps in sorted(_steps(run).items()):
         if not steps:
-            return run.not_reached("the first optimizer step") or failed(
-                f"Rank {rank} took no optimizer step.", rank=rank
+            return run.not_reached(_first_step()) or failed(
+                msg("accum.no_step", "Rank {rank} took no optimizer step.", rank=rank), rank=rank
             )
-        counts = [int(s["micro"]) for s in steps]
-        over = next((s for s in steps if int(s["micro"]) > k), None)
+        counts = [s.micro for s in steps]
+        over = next((s for s in steps if s.micro > k), None)
         if over is not None:
             return failed(
-                f"Rank {rank}'s optimizer step {over['n']} {run.at(over.get('line'))} came after "
-                f"{over['micro']} forward passes through the DDP model; a step accumulates k = {k} "
-                "micro-batches.",
+                msg(
+                    "accum.too_many_micro",
+                    "Rank {rank}'s optimizer step {n} {at} came after {micro} forward passes "
+                    "through the DDP model; a step accumulates k = {k} micro-batches.",
+                    rank=rank,
+                    n=over.n,
+                    at=run.at(over.line),
+                    micro=over.micro,
+                    k=k,
+                ),
                 rank=rank,
-                line=over.get("line"),
+                line=over.line,
             )
         if max(counts) < k:
             first = steps[0]
             return failed(
-                f"Rank {rank} stepped the optimizer after every {max(counts)} micro-batch(es) "
-                f"(first step {run.at(first.get('line'))}): no step accumulated k = {k}.",
+                msg(
+                    "accum.too_few_micro",
+                    "Rank {rank} stepped the optimizer after every {most} micro-batch(es) "
+                    "(first step {at}): no step accumulated k = {k}.",
+                    rank=rank,
+                    most=max(counts),
+                    at=run.at(first.line),
+                    k=k,
+                ),
                 rank=rank,
-                line=first.get("line"),
+                line=first.line,
             )
     steps0 = _steps(run).get(0, [])
-    full = sum(int(s["micro"]) == k for s in steps0)
+    full = sum(s.micro == k for s in steps0)
     return passed(
-        f"Rank 0 took {len(steps0)} optimizer steps, {full} of them after exactly k = {k} "
-        "micro-batches."
+        msg(
+            "accum.micro_ok",
+            "Rank 0 took {steps} optimizer steps, {full} of them after exactly k = {k} "
+            "micro-batches.",
+            steps=len(steps0),
+            full=full,
+            k=k,
+        )
     )
 
 
@@ -66,32 +92,48 @@ def accum_one_allreduce(run: RunView, params: dict[str, Any]) -> Outcome:
     for rank, steps in sorted(_steps(run).items()):
         for s in steps:
             seen = True
-            reductions = int(s["reductions"])
-            if reductions == 1:
+            if s.reductions == 1:
                 continue
-            if reductions == 0:
-                why = (
+            if s.reductions == 0:
+                why = msg(
+                    "accum.why_no_allreduce",
                     "no gradient all-reduce ran since the previous step: every micro-batch, the "
                     "last one included, ran under no_sync(), so each rank stepped with its own "
-                    "gradient"
+                    "gradient",
                 )
             else:
-                why = (
-                    f"DDP all-reduced the gradients {reductions} times since the previous step "
-                    f"({s['micro']} micro-batches): the micro-batches before the last one must run "
-                    "under no_sync()"
+                why = msg(
+                    "accum.why_many_allreduces",
+                    "DDP all-reduced the gradients {reductions} times since the previous step "
+                    "({micro} micro-batches): the micro-batches before the last one must run "
+                    "under no_sync()",
+                    reductions=s.reductions,
+                    micro=s.micro,
                 )
             return failed(
-                f"Before rank {rank}'s optimizer step {s['n']} {run.at(s.get('line'))}, {why}.",
+                msg(
+                    "accum.allreduces",
+                    "Before rank {rank}'s optimizer step {n} {at}, {why}.",
+                    rank=rank,
+                    n=s.n,
+                    at=run.at(s.line),
+                    why=why,
+                ),
                 rank=rank,
-                line=s.get("line"),
+                line=s.line,
             )
     if not seen:
-        return run.not_reached("the first optimizer step") or failed(
-            "No rank took an optimizer step, so there was nothing to count."
+        return run.not_reached(_first_step()) or failed(
+            msg("accum.no_steps", "No rank took an optimizer step, so there was nothing to count.")
         )
     n = len(_steps(run).get(0, []))
-    return passed(f"Each of the {n} optimizer steps followed exactly one gradient all-reduce.")
+    return passed(
+        msg(
+            "accum.one_allreduce_ok",
+            "Each of the {n} optimizer steps followed exactly one gradient all-reduce.",
+            n=n,
+        )
+    )
 
 
 @check(
@@ -107,35 +149,67 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
     step = rank0.first("step") if rank0 else None
     line = step.get("line") if step else None
     if replay is None:
-        return run.not_reached("rank 0's first step could be replayed") or failed(
-            "Rank 0 did not report its first step (is the model wrapped in DDP?)."
+        replayed = msg("accum.reached_replay", "rank 0's first step could be replayed")
+        return run.not_reached(replayed) or failed(
+            msg(
+                "accum.no_replay",
+                "Rank 0 did not report its first step (is the model wrapped in DDP?).",
+            )
         )
     if replay.get("status") != "ok" or replay.get("mean_status") != "ok":
-        reason = replay.get("reason") or "the loss of a micro-batch could not be identified"
-        return skipped(f"The first step could not be replayed: {reason}.")
+        reason = replay.get("reason") or msg(
+            "accum.loss_unknown", "the loss of a micro-batch could not be identified"
+        )
+        return skipped(
+            msg(
+                "accum.not_replayed",
+                "The first step could not be replayed: {reason}.",
+                reason=reason,
+            )
+        )
     micro = int(replay["micro_total"])
     rel, ratio = float(replay["mean_rel_error"]), float(replay["mean_ratio"])
     clipped = bool(replay.get("clipped"))
     # Clipping rescales the step on purpose: then only its direction is judged.
     off = 1.0 - float(replay["mean_cosine"]) > 1e-4 if clipped else rel > MEAN_TOLERANCE
     if off:
-        numbers = (
-            f"rank 0's first optimizer step {run.at(line)} used a gradient of norm "
-            f"{replay['norm_stepped']:.4g}; the mean of the {micro} micro-batch gradients of all "
-            f"ranks (replayed in one process, each from its own unscaled loss) has norm "
-            f"{replay['norm_mean']:.4g}"
-        )
         if not clipped and abs(ratio - round(ratio)) < 0.02 * ratio and round(ratio) > 1:
-            why = (
-                f"the step was {ratio:.3g}× too large: the micro-batch gradients were summed, "
-                "not averaged"
+            why = msg(
+                "accum.why_summed",
+                "the step was {ratio:.3g}× too large: the micro-batch gradients were summed, "
+                "not averaged",
+                ratio=ratio,
             )
         elif not clipped and ratio > 0 and abs(1 / ratio - round(1 / ratio)) < 0.02 / ratio:
-            why = f"the step was {1 / ratio:.3g}× too small: something divided it once more"
+            why = msg(
+                "accum.why_divided",
+                "the step was {factor:.3g}× too small: something divided it once more",
+                factor=1 / ratio,
+            )
         else:
-            why = f"they differ by {rel:.0%}"
-        return failed(f"In your run, {numbers}: {why}.", rank=0, line=line)
+            why = msg("accum.why_differ", "they differ by {rel:.0%}", rel=rel)
+        return failed(
+            msg(
+                "accum.not_mean",
+                "In your run, rank 0's first optimizer step {at} used a gradient of norm "
+                "{stepped:.4g}; the mean of the {micro} micro-batch gradients of all ranks "
+                "(replayed in one process, each from its own unscaled loss) has norm "
+                "{mean:.4g}: {why}.",
+                at=run.at(line),
+                stepped=float(replay["norm_stepped"]),
+                micro=micro,
+                mean=float(replay["norm_mean"]),
+                why=why,
+            ),
+            rank=0,
+            line=line,
+        )
     return passed(
-        f"The first step used the mean gradient of the {micro} micro-batches of all ranks "
-        f"(replayed in one process; difference {rel:.1e})."
+        msg(
+            "accum.mean_ok",
+            "The first step used the mean gradient of the {micro} micro-batches of all ranks "
+            "(replayed in one process; difference {rel:.1e}).",
+            micro=micro,
+            rel=rel,
+        )
     )

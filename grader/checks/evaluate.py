@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
+from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.events import EvalRows
+from grader.i18n import Message, msg
 
 
 def _metric(params: dict[str, Any]) -> str:
@@ -21,7 +23,11 @@ def reports(output: str, metric: str) -> list[str]:
 
 
 def _rows(run: RunView) -> dict[int, list[str]]:
-    return {rank: list(e.get("rows") or []) for rank, e in run.events("eval_rows")}
+    return {rank: list(e.rows) for rank, e in run.typed(EvalRows)}
+
+
+def _reported() -> Message:
+    return msg("evaluate.reached_report", "rank 0 reported")
 
 
 def _reference(run: RunView) -> RunView | None:
@@ -39,23 +45,43 @@ def _reference(run: RunView) -> RunView | None:
 def eval_shards(run: RunView, params: dict[str, Any]) -> Outcome:
     rows = _rows(run)
     if len(rows) < len(run.ranks):
-        return run.not_reached("the evaluation ended") or failed("A rank reported no evaluation.")
+        ended = msg("evaluate.reached_end", "the evaluation ended")
+        return run.not_reached(ended) or failed(
+            msg("evaluate.no_report", "A rank reported no evaluation.")
+        )
     empty = [r for r, hashes in sorted(rows.items()) if not hashes]
     if empty:
-        return failed(
-            f"{ranks_text(empty).capitalize()} evaluated no samples with gradients off "
-            "(under torch.no_grad() or torch.inference_mode()).",
-            rank=empty[0],
-        )
+        if len(empty) == 1:
+            text = msg(
+                "evaluate.no_samples_one",
+                "Rank {rank} evaluated no samples with gradients off (under torch.no_grad() or "
+                "torch.inference_mode()).",
+                rank=empty[0],
+            )
+        else:
+            text = msg(
+                "evaluate.no_samples_many",
+                "Ranks {first} and {last} evaluated no samples with gradients off (under "
+                "torch.no_grad() or torch.inference_mode()).",
+                first=", ".join(map(str, empty[:-1])),
+                last=empty[-1],
+            )
+        return failed(text, rank=empty[0])
     union = set().union(*(set(h) for h in rows.values()))
     extra = sum(len(set(h)) for h in rows.values()) - len(union)
     # A DistributedSampler pads with at most world_size - 1 repeated samples.
     if run.world_size > 1 and extra >= run.world_size:
         sizes = ", ".join(f"rank {r}: {len(set(h))}" for r, h in sorted(rows.items()))
         return failed(
-            f"The ranks evaluated {len(union)} distinct samples but {extra} of them more than once "
-            f"({sizes} samples): every rank went through (nearly) the whole dataset instead of "
-            "its own shard.",
+            msg(
+                "evaluate.whole_dataset",
+                "The ranks evaluated {distinct} distinct samples but {extra} of them more than "
+                "once ({sizes} samples): every rank went through (nearly) the whole dataset "
+                "instead of its own shard.",
+                distinct=len(union),
+                extra=extra,
+                sizes=sizes,
+            ),
             rank=1,
         )
     reference = _reference(run)
@@ -64,14 +90,24 @@ def eval_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         missing = len(whole - union)
         if missing:
             return failed(
-                f"{missing} of the {len(whole)} samples that one process evaluates were evaluated "
-                f"by no rank: the shards must cover the whole dataset (no drop_last).",
+                msg(
+                    "evaluate.not_covered",
+                    "{missing} of the {whole} samples that one process evaluates were evaluated "
+                    "by no rank: the shards must cover the whole dataset (no drop_last).",
+                    missing=missing,
+                    whole=len(whole),
+                )
             )
     sizes = ", ".join(str(len(set(h))) for _, h in sorted(rows.items()))
+    padding = msg("evaluate.padding", ", {extra} repeated as padding", extra=extra) if extra else ""
     return passed(
-        f"The ranks evaluated {sizes} samples ({len(union)} distinct"
-        + (f", {extra} repeated as padding" if extra else "")
-        + ")."
+        msg(
+            "evaluate.shards_ok",
+            "The ranks evaluated {sizes} samples ({distinct} distinct{padding}).",
+            sizes=sizes,
+            distinct=len(union),
+            padding=padding,
+        )
     )
 
 
@@ -85,21 +121,44 @@ def eval_rank0_reports(run: RunView, params: dict[str, Any]) -> Outcome:
     metric = _metric(params)
     others = [r.rank for r in run.ranks if r.rank != 0 and reports(r.output, metric)]
     if others:
-        return failed(
-            f"{ranks_text(others).capitalize()} also printed a `{metric}=` line; only rank 0 "
-            "reports.",
-            rank=others[0],
-        )
+        if len(others) == 1:
+            text = msg(
+                "evaluate.also_printed_one",
+                "Rank {rank} also printed a `{metric}=` line; only rank 0 reports.",
+                rank=others[0],
+                metric=metric,
+            )
+        else:
+            text = msg(
+                "evaluate.also_printed_many",
+                "Ranks {first} and {last} also printed a `{metric}=` line; only rank 0 reports.",
+                first=", ".join(map(str, others[:-1])),
+                last=others[-1],
+                metric=metric,
+            )
+        return failed(text, rank=others[0])
     rank0 = run.rank(0)
     values = reports(rank0.output, metric) if rank0 else []
     if len(values) != 1:
-        if not values and (early := run.not_reached("rank 0 reported")):
+        if not values and (early := run.not_reached(_reported())):
             return early
         return failed(
-            f"Rank 0 printed {len(values)} lines `{metric}=<value>`; it must print exactly one.",
+            msg(
+                "evaluate.report_lines",
+                "Rank 0 printed {n} lines `{metric}=<value>`; it must print exactly one.",
+                n=len(values),
+                metric=metric,
+            ),
             rank=0,
         )
-    return passed(f"Rank 0 alone reported `{metric}={values[0]}`.")
+    return passed(
+        msg(
+            "evaluate.reported_alone",
+            "Rank 0 alone reported `{metric}={value}`.",
+            metric=metric,
+            value=values[0],
+        )
+    )
 
 
 @check(
@@ -115,31 +174,65 @@ def eval_metric_exact(run: RunView, params: dict[str, Any]) -> Outcome:
     rank0 = run.rank(0)
     values = reports(rank0.output, metric) if rank0 else []
     if len(values) != 1:
-        return run.not_reached("rank 0 reported") or skipped(
-            f"Not judged: rank 0 did not print exactly one `{metric}=` line (see "
-            "eval.rank0_reports)."
+        return run.not_reached(_reported()) or skipped(
+            msg(
+                "evaluate.no_single_report",
+                "Not judged: rank 0 did not print exactly one `{metric}=` line (see "
+                "eval.rank0_reports).",
+                metric=metric,
+            )
         )
     try:
         value = float(values[0])
     except ValueError:
-        return failed(f"Rank 0 reported `{metric}={values[0]}`, which is not a number.", rank=0)
+        return failed(
+            msg(
+                "evaluate.not_a_number",
+                "Rank 0 reported `{metric}={value}`, which is not a number.",
+                metric=metric,
+                value=values[0],
+            ),
+            rank=0,
+        )
     if run.world_size == 1:
-        return passed(f"With one process, {metric}={values[0]} is the reference.")
+        return passed(
+            msg(
+                "evaluate.reference",
+                "With one process, {metric}={value} is the reference.",
+                metric=metric,
+                value=values[0],
+            )
+        )
     reference = _reference(run)
     ref_rank = reference.rank(0) if reference else None
     ref_values = reports(ref_rank.output, metric) if ref_rank else []
     if len(ref_values) != 1:
         return skipped(
-            "Not judged: there is no one-process run that reported the metric to compare with."
+            msg(
+                "evaluate.no_reference",
+                "Not judged: there is no one-process run that reported the metric to compare with.",
+            )
         )
     expected = float(ref_values[0])
     if value != expected:
         return failed(
-            f"With {run.world_size} ranks, rank 0 reported {metric}={values[0]}, but the same "
-            f"program in one process, over the whole dataset, reports {metric}={ref_values[0]}.",
+            msg(
+                "evaluate.metric_differs",
+                "With {ranks} ranks, rank 0 reported {metric}={value}, but the same program in "
+                "one process, over the whole dataset, reports {metric}={expected}.",
+                ranks=run.world_size,
+                metric=metric,
+                value=values[0],
+                expected=ref_values[0],
+            ),
             rank=0,
         )
     return passed(
-        f"Rank 0 reported {metric}={values[0]}, exactly what one process reports over the whole "
-        "dataset."
+        msg(
+            "evaluate.metric_ok",
+            "Rank 0 reported {metric}={value}, exactly what one process reports over the whole "
+            "dataset.",
+            metric=metric,
+            value=values[0],
+        )
     )

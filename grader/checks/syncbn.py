@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, ordinal, passed, plural, skipped
+from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.events import BnStats, DdpBatchnorm, SyncbnConvert
+from grader.i18n import Message, msg
 
 REL_TOL = 1e-5
 
@@ -13,37 +15,53 @@ def _plain_on_cpu(run: RunView) -> str:
     """On CPU workers: a program that converts only when CUDA is available fails here, why."""
     if run.device == "cuda":
         return ""
-    return (
+    return msg(
+        "syncbn.convert_always",
         " Convert on every device, not only when CUDA is available: call "
         "nn.SyncBatchNorm.convert_sync_batchnorm(model) before DDP(...) unconditionally. This "
         "CPU worker runs SyncBatchNorm layers as per-rank BatchNorm, so a converted model runs "
-        "here and its conversion is checked."
+        "here and its conversion is checked.",
     )
 
 
-def _wraps(run: RunView) -> list[tuple[int, dict[str, Any]]]:
+def _wraps(run: RunView) -> list[tuple[int, DdpBatchnorm]]:
     """Every DDP wrap of every rank, in the order each rank made them."""
-    return run.events("ddp_batchnorm")
+    return run.typed(DdpBatchnorm)
 
 
-def _converted_after(run: RunView, rank: int, wrap: dict[str, Any]) -> list[dict[str, Any]]:
+def _converted_after(run: RunView, rank: int, wrap: DdpBatchnorm) -> list[SyncbnConvert]:
     """Conversions on `rank`, after `wrap`, of a model that was already wrapped in DDP."""
     return [
         c
-        for r, c in run.events("syncbn_convert")
-        if r == rank
-        and c.get("seq", 0) > wrap.get("seq", 0)
-        and (c.get("inside_ddp", True) or c.get("is_ddp"))
+        for r, c in run.typed(SyncbnConvert)
+        if r == rank and c.seq > wrap.seq and (c.inside_ddp or c.is_ddp)
     ]
 
 
-def _which(wraps: list[tuple[int, dict[str, Any]]], e: dict[str, Any]) -> str:
-    """'The model' for a program with one DDP wrap, 'The 2nd model' when there are several."""
+def _which(wraps: list[tuple[int, DdpBatchnorm]], e: DdpBatchnorm, *, start: bool) -> Message:
+    """'The model' for a program with one DDP wrap, 'The 2nd model' when there are several
+    (`start`: at the start of a sentence; else 'the model')."""
     on_rank = [w for r, w in wraps if r == wraps[0][0]]
     if len(on_rank) < 2:
-        return "The model"
-    index = next((i for i, w in enumerate(on_rank) if w.get("line") == e.get("line")), 0)
-    return f"The {ordinal(index + 1)} model"
+        if start:
+            return msg("syncbn.the_model_start", "The model")
+        return msg("syncbn.the_model", "the model")
+    n = next((i for i, w in enumerate(on_rank) if w.line == e.line), 0) + 1
+    if start:
+        return msg("syncbn.nth_model_start", "The {n:ordinal} model", n=n)
+    return msg("syncbn.nth_model", "the {n:ordinal} model", n=n)
+
+
+def _plain_layers(n: int) -> Message:
+    if n == 1:
+        return msg("syncbn.plain_layer", "1 plain BatchNorm layer")
+    return msg("syncbn.plain_layers", "{n} plain BatchNorm layers", n=n)
+
+
+def _synced_layers(n: int) -> Message:
+    if n == 1:
+        return msg("syncbn.synced_layer", "1 SyncBatchNorm layer")
+    return msg("syncbn.synced_layers", "{n} SyncBatchNorm layers", n=n)
 
 
 @check(
@@ -54,52 +72,82 @@ def _which(wraps: list[tuple[int, dict[str, Any]]], e: dict[str, Any]) -> str:
 )
 def converted(run: RunView, params: dict[str, Any]) -> Outcome:
     wraps = _wraps(run)
-    converts = run.events("syncbn_convert")
+    converts = run.typed(SyncbnConvert)
     if not wraps:
         if converts:
             rank, c = converts[0]
             return failed(
-                f"The model was converted {run.where(c.get('line'))} but never wrapped in DDP, "
-                "so its SyncBatchNorm layers never ran across ranks.",
+                msg(
+                    "syncbn.never_wrapped",
+                    "The model was converted {where} but never wrapped in DDP, so its "
+                    "SyncBatchNorm layers never ran across ranks.",
+                    where=run.where(c.line),
+                ),
                 rank=rank,
-                line=c.get("line"),
+                line=c.line,
             )
-        return failed("No model was wrapped in DDP, so no SyncBatchNorm layer ran.")
+        return failed(
+            msg("syncbn.no_ddp", "No model was wrapped in DDP, so no SyncBatchNorm layer ran.")
+        )
     late = False
     for rank, e in wraps:  # every wrap: a second DDP model with plain BatchNorm counts too
-        if not e.get("n_plain"):
+        if not e.n_plain:
             continue
         if _converted_after(run, rank, e):
             late = True
             continue
-        names = ", ".join(e.get("plain", [])[:6])
         return failed(
-            f"{_which(wraps, e)} wrapped in DDP {run.where(e.get('line'))} still has "
-            f"{plural(int(e['n_plain']), 'plain BatchNorm layer')}: {names}. Each rank "
-            "normalises with the statistics of its own small batch only."
-            # Nothing converted at all on a CPU worker: perhaps only when CUDA is available.
-            + ("" if converts else _plain_on_cpu(run)),
+            msg(
+                "syncbn.plain_left",
+                "{which} wrapped in DDP {where} still has {layers}: {names}. Each rank "
+                "normalises with the statistics of its own small batch only.{advice}",
+                which=_which(wraps, e, start=True),
+                where=run.where(e.line),
+                layers=_plain_layers(e.n_plain),
+                names=", ".join(e.plain[:6]),
+                # Nothing converted at all on a CPU worker: perhaps only when CUDA is available.
+                advice="" if converts else _plain_on_cpu(run),
+            ),
             rank=rank,
-            line=e.get("line"),
+            line=e.line,
         )
     if late:
         return passed(
-            "All BatchNorm layers were converted, but only after the DDP wrap (see the next check)."
+            msg(
+                "syncbn.converted_late",
+                "All BatchNorm layers were converted, but only after the DDP wrap (see the next "
+                "check).",
+            )
         )
     rank, e = wraps[0]
-    synced = sum(int(w.get("n_synced", 0)) for r, w in wraps if r == rank)
+    synced = sum(w.n_synced for r, w in wraps if r == rank)
     if not synced:
         return failed(
-            f"The model wrapped in DDP {run.where(e.get('line'))} has no BatchNorm layer at "
-            "all: keep the model's BatchNorm layers and convert them.",
+            msg(
+                "syncbn.no_batchnorm",
+                "The model wrapped in DDP {where} has no BatchNorm layer at all: keep the "
+                "model's BatchNorm layers and convert them.",
+                where=run.where(e.line),
+            ),
             rank=rank,
-            line=e.get("line"),
+            line=e.line,
         )
     n_wraps = sum(1 for r, _ in wraps if r == rank)
-    what = "The model" if n_wraps == 1 else f"The {n_wraps} models"
+    if n_wraps == 1:
+        return passed(
+            msg(
+                "syncbn.converted_one",
+                "The model wrapped in DDP has {layers} and no plain BatchNorm left.",
+                layers=_synced_layers(synced),
+            )
+        )
     return passed(
-        f"{what} wrapped in DDP {'has' if n_wraps == 1 else 'have'} "
-        f"{plural(synced, 'SyncBatchNorm layer')} and no plain BatchNorm left."
+        msg(
+            "syncbn.converted_many",
+            "The {n} models wrapped in DDP have {layers} and no plain BatchNorm left.",
+            n=n_wraps,
+            layers=_synced_layers(synced),
+        )
     )
 
 
@@ -113,38 +161,53 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
 def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
     wraps = _wraps(run)
     if not wraps:
-        return failed("No model was wrapped in DDP.")
+        return failed(msg("syncbn.no_wrap", "No model was wrapped in DDP."))
     for rank, e in wraps:
-        later = _converted_after(run, rank, e) if e.get("n_plain") else []
+        later = _converted_after(run, rank, e) if e.n_plain else []
         if later:
             c = later[0]
             return failed(
-                f"convert_sync_batchnorm ran {run.where(c.get('line'))}, after the model had "
-                f"been wrapped in DDP {run.where(e.get('line'))}: the wrapper was built around "
-                "plain BatchNorm layers.",
+                msg(
+                    "syncbn.after_wrap",
+                    "convert_sync_batchnorm ran {where}, after the model had been wrapped in DDP "
+                    "{wrapped}: the wrapper was built around plain BatchNorm layers.",
+                    where=run.where(c.line),
+                    wrapped=run.where(e.line),
+                ),
                 rank=rank,
-                line=c.get("line"),
+                line=c.line,
             )
     for rank, e in wraps:
-        if e.get("n_plain"):
+        if e.n_plain:
             return failed(
-                f"When {_which(wraps, e).lower()} was wrapped in DDP {run.where(e.get('line'))} "
-                f"it had {plural(int(e.get('n_synced', 0)), 'SyncBatchNorm layer')} and "
-                f"{plural(int(e.get('n_plain', 0)), 'plain BatchNorm layer')}.",
+                msg(
+                    "syncbn.mixed_at_wrap",
+                    "When {which} was wrapped in DDP {where} it had {synced} and {plain}.",
+                    which=_which(wraps, e, start=False),
+                    where=run.where(e.line),
+                    synced=_synced_layers(e.n_synced),
+                    plain=_plain_layers(e.n_plain),
+                ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
     rank, e = wraps[0]
-    if not any(int(w.get("n_synced", 0)) for r, w in wraps if r == rank):
+    if not any(w.n_synced for r, w in wraps if r == rank):
         return failed(
-            f"When the model was wrapped in DDP {run.where(e.get('line'))} it had no "
-            "SyncBatchNorm layer.",
+            msg(
+                "syncbn.none_at_wrap",
+                "When the model was wrapped in DDP {where} it had no SyncBatchNorm layer.",
+                where=run.where(e.line),
+            ),
             rank=rank,
-            line=e.get("line"),
+            line=e.line,
         )
     return passed(
-        f"The model already had its SyncBatchNorm layers when DDP wrapped it "
-        f"{run.where(e.get('line'))}."
+        msg(
+            "syncbn.before_wrap_ok",
+            "The model already had its SyncBatchNorm layers when DDP wrapped it {where}.",
+            where=run.where(e.line),
+        )
     )
 
 
@@ -158,15 +221,25 @@ def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
 def stats_synced(run: RunView, params: dict[str, Any]) -> Outcome:
     if run.device != "cuda":
         return skipped(
-            "SyncBatchNorm synchronises statistics only on GPUs (torch refuses it on CPU), and "
-            "this run was on CPU workers: the grader ran each SyncBatchNorm as a per-rank "
-            "BatchNorm and checked the conversion only. GPU workers check the statistics."
+            msg(
+                "syncbn.stats_on_cpu",
+                "SyncBatchNorm synchronises statistics only on GPUs (torch refuses it on CPU), "
+                "and this run was on CPU workers: the grader ran each SyncBatchNorm as a "
+                "per-rank BatchNorm and checked the conversion only. GPU workers check the "
+                "statistics.",
+            )
         )
-    by_rank: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for rank, e in run.events("bn_stats"):
-        by_rank.setdefault(rank, {}).setdefault(str(e.get("layer")), []).append(e)
+    by_rank: dict[int, dict[str, list[BnStats]]] = {}
+    for rank, e in run.typed(BnStats):
+        by_rank.setdefault(rank, {}).setdefault(str(e.layer), []).append(e)
     if not by_rank.get(0):
-        return failed("No SyncBatchNorm layer ran a training forward pass on rank 0.", rank=0)
+        return failed(
+            msg(
+                "syncbn.no_stats",
+                "No SyncBatchNorm layer ran a training forward pass on rank 0.",
+            ),
+            rank=0,
+        )
     compared = 0
     for rank, layers in sorted(by_rank.items()):
         if rank == 0:
@@ -174,20 +247,42 @@ def stats_synced(run: RunView, params: dict[str, Any]) -> Outcome:
         for layer, events in layers.items():
             for i, (a, b) in enumerate(zip(by_rank[0].get(layer, []), events, strict=False)):
                 compared += 1
-                for key in ("mean", "var"):
-                    if a.get(key) == b.get(key):
+                stats = (
+                    ("mean", a.mean, b.mean, a.mean_sum, b.mean_sum),
+                    ("var", a.var, b.var, a.var_sum, b.var_sum),
+                )
+                for key, digest_a, digest_b, sum_a, sum_b in stats:
+                    if digest_a == digest_b:
                         continue
-                    x, y = float(a.get(f"{key}_sum", 0)), float(b.get(f"{key}_sum", 0))
+                    x, y = float(sum_a), float(sum_b)
                     if abs(x - y) <= REL_TOL * max(abs(x), abs(y), 1e-12):
                         continue
                     return failed(
-                        f"After training forward pass {i + 1}, layer {layer}'s running_{key} "
-                        f"differs between rank 0 (sum {x:.6g}) and rank {rank} (sum {y:.6g}).",
+                        msg(
+                            "syncbn.stats_differ",
+                            "After training forward pass {n}, layer {layer}'s running_{key} "
+                            "differs between rank 0 (sum {x:.6g}) and rank {rank} (sum {y:.6g}).",
+                            n=i + 1,
+                            layer=layer,
+                            key=key,
+                            x=x,
+                            y=y,
+                            rank=rank,
+                        ),
                         rank=rank,
                     )
     if compared == 0:
-        return failed("Only one rank ran SyncBatchNorm layers: there was nothing to compare.")
+        return failed(
+            msg(
+                "syncbn.one_rank",
+                "Only one rank ran SyncBatchNorm layers: there was nothing to compare.",
+            )
+        )
     return passed(
-        f"The running statistics were identical on every rank after each of {compared} "
-        "layer forward passes compared."
+        msg(
+            "syncbn.stats_ok",
+            "The running statistics were identical on every rank after each of {compared} "
+            "layer forward passes compared.",
+            compared=compared,
+        )
     )

@@ -11,9 +11,25 @@ from grader.checks.base import (
     failed,
     first_optimizer_steps,
     passed,
-    plural,
-    ranks_text,
 )
+from grader.events import ConsolidateEnter, ConsolidateExit, OptimizerState, ZeroInit, ZeroStateDict
+from grader.i18n import Message, msg
+
+
+def _parameters(n: int) -> Message:
+    if n == 1:
+        return msg("zero.one_parameter", "1 parameter")
+    return msg("zero.parameters", "{n} parameters", n=n)
+
+
+def _joined(parts: list[Message]) -> str:
+    """Clauses joined with "; ", each translated (a list nests: head; tail)."""
+    if not parts:
+        return ""
+    joined = parts[-1]
+    for part in reversed(parts[:-1]):
+        joined = msg("zero.join", "{head}; {tail}", head=part, tail=joined)
+    return joined
 
 
 @check(
@@ -24,20 +40,46 @@ from grader.checks.base import (
     "parameters.",
 )
 def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
-    inits = {rank: e for rank, e in run.events("zero_init")}
+    inits = {rank: e for rank, e in run.typed(ZeroInit)}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
+        # Raw reads: the `step` event's fields are declared in another section of grader.events.
         used = [e.get("optimizer") for _, e in run.events("step") if e.get("optimizer")]
-        also = f" (it trained with {used[0]})" if used else ""
-        return failed(
-            f"{ranks_text(missing).capitalize()} never created a ZeroRedundancyOptimizer{also}.",
-            rank=missing[0],
+        also = (
+            msg("zero.trained_with", " (it trained with {optimizer})", optimizer=used[0])
+            if used
+            else ""
         )
+        if len(missing) == 1:
+            text = msg(
+                "zero.never_created_one",
+                "Rank {rank} never created a ZeroRedundancyOptimizer{also}.",
+                rank=missing[0],
+                also=also,
+            )
+        else:
+            text = msg(
+                "zero.never_created_many",
+                "Ranks {first} and {last} never created a ZeroRedundancyOptimizer{also}.",
+                first=", ".join(map(str, missing[:-1])),
+                last=missing[-1],
+                also=also,
+            )
+        return failed(text, rank=missing[0])
     idle = [r.rank for r in run.ranks if not first_optimizer_steps(r.events)]
     if idle:
-        return failed(
-            f"{ranks_text(idle).capitalize()} never took an optimizer step.", rank=idle[0]
-        )
+        if len(idle) == 1:
+            text = msg(
+                "zero.never_stepped_one", "Rank {rank} never took an optimizer step.", rank=idle[0]
+            )
+        else:
+            text = msg(
+                "zero.never_stepped_many",
+                "Ranks {first} and {last} never took an optimizer step.",
+                first=", ".join(map(str, idle[:-1])),
+                last=idle[-1],
+            )
+        return failed(text, rank=idle[0])
     for r in run.ranks:
         # Which optimizer stepped the parameters: a ZeroRedundancyOptimizer that only exists
         # shards nothing, and the state it consolidates is empty.
@@ -46,24 +88,143 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
             made = inits[r.rank]
             other = stepped[0] if stepped else {}
             return failed(
-                f"Rank {r.rank} created a ZeroRedundancyOptimizer {run.where(made.get('line'))} "
-                "but never stepped it: the training steps were taken by a plain "
-                f"{other.get('optimizer', 'optimizer')} {run.where(other.get('line'))}, which "
-                "keeps the whole optimizer state on every rank, and the state the "
-                "ZeroRedundancyOptimizer holds stays empty.",
+                msg(
+                    "zero.plain_stepped",
+                    "Rank {rank} created a ZeroRedundancyOptimizer {made} but never stepped it: "
+                    "the training steps were taken by a plain {optimizer} {stepped}, which keeps "
+                    "the whole optimizer state on every rank, and the state the "
+                    "ZeroRedundancyOptimizer holds stays empty.",
+                    rank=r.rank,
+                    made=run.where(made.line),
+                    optimizer=other.get("optimizer", msg("zero.an_optimizer", "optimizer")),
+                    stepped=run.where(other.get("line")),
+                ),
                 rank=r.rank,
                 line=other.get("line"),
             )
     e = inits[0]
     return passed(
-        f"Every rank trained with ZeroRedundancyOptimizer({e.get('optimizer')}) over "
-        f"{plural(int(e.get('n_params', 0)), 'parameter')}; rank 0 held the state of "
-        f"{e.get('n_local')} of them."
+        msg(
+            "zero.optimizer_ok",
+            "Every rank trained with ZeroRedundancyOptimizer({optimizer}) over {parameters}; "
+            "rank 0 held the state of {local} of them.",
+            optimizer=e.optimizer,
+            parameters=_parameters(e.n_params),
+            local=e.n_local,
+        )
     )
 
 
-def _saved_states(run: RunView) -> list[tuple[int, dict[str, Any]]]:
-    return run.events("optimizer_state")
+def _saved_states(run: RunView) -> list[tuple[int, OptimizerState]]:
+    return run.typed(OptimizerState)
+
+
+def _on_ranks(ranks: list[int]) -> Message:
+    """'rank 0' / 'ranks 0 and 1' after "called on" (translated with the preposition)."""
+    if len(ranks) == 1:
+        return msg("zero.on_rank", "rank {rank}", rank=ranks[0])
+    return msg(
+        "zero.on_ranks",
+        "ranks {first} and {last}",
+        first=", ".join(map(str, ranks[:-1])),
+        last=ranks[-1],
+    )
+
+
+def _never_called(ranks: list[int]) -> Message:
+    if len(ranks) == 1:
+        return msg("zero.never_called_one", "rank {rank} never called it", rank=ranks[0])
+    return msg(
+        "zero.never_called_many",
+        "ranks {first} and {last} never called it",
+        first=", ".join(map(str, ranks[:-1])),
+        last=ranks[-1],
+    )
+
+
+def _stuck(ranks: list[int], outcome: Message) -> str:
+    """'rank 0 entered it and never returned, <outcome>; ' or "" when no rank did."""
+    if not ranks:
+        return ""
+    if len(ranks) == 1:
+        return msg(
+            "zero.stuck_one",
+            "rank {rank} entered it and never returned, {outcome}; ",
+            rank=ranks[0],
+            outcome=outcome,
+        )
+    return msg(
+        "zero.stuck_many",
+        "ranks {first} and {last} entered it and never returned, {outcome}; ",
+        first=", ".join(map(str, ranks[:-1])),
+        last=ranks[-1],
+        outcome=outcome,
+    )
+
+
+def _one_sided(
+    run: RunView,
+    called: list[int],
+    absent: list[int],
+    enters: dict[int, list[ConsolidateEnter]],
+    exits: dict[int, list[ConsolidateExit]],
+) -> Outcome:
+    """consolidate_state_dict called on some ranks only: who waited, who went on."""
+    rank = called[0]
+    line = enters[rank][0].line
+    stuck = [r for r in called if not exits[r]]
+    elsewhere: list[Message] = []
+    for r in absent:
+        rv = run.rank(r)
+        assert rv is not None  # `absent` comes from run.ranks
+        at = run.where(rv.last_line)
+        if rv.ended_ok:
+            elsewhere.append(
+                msg(
+                    "zero.went_on_finished",
+                    "rank {rank} went on without it and finished (last seen {at})",
+                    rank=r,
+                    at=at,
+                )
+            )
+        else:
+            elsewhere.append(
+                msg(
+                    "zero.went_on",
+                    "rank {rank} went on without it and was last seen {at}",
+                    rank=r,
+                    at=at,
+                )
+            )
+    finished = any(x.ended_ok for x in run.ranks if x.rank in absent)
+    if run.timed_out:
+        outcome = msg("zero.hung", "so it hung there until the run was stopped")
+    elif finished:
+        outcome = msg(
+            "zero.hung_until_others_ended",
+            "so it waited there for partners that never came (a hang: here it ended when the "
+            "other ranks finished and closed their connections)",
+        )
+    else:
+        outcome = msg(
+            "zero.hung_until_timeout",
+            "so it waited there for partners that never came (a hang, which the process "
+            "group's timeout ended)",
+        )
+    return failed(
+        msg(
+            "zero.one_sided",
+            "consolidate_state_dict was called on {called} only {where}; {absent}. It is a "
+            "collective: {stuck}meanwhile {elsewhere}.",
+            called=_on_ranks(called),
+            where=run.where(line),
+            absent=_never_called(absent),
+            stuck=_stuck(stuck, outcome),
+            elsewhere=_joined(elsewhere),
+        ),
+        rank=rank,
+        line=line,
+    )
 
 
 @check(
@@ -73,120 +234,128 @@ def _saved_states(run: RunView) -> list[tuple[int, dict[str, Any]]]:
     "`if rank == 0:`), then save optimizer.state_dict() on rank 0 only.",
 )
 def consolidated(run: RunView, params: dict[str, Any]) -> Outcome:
-    enters = {r.rank: r.of("consolidate_enter") for r in run.ranks}
-    exits = {r.rank: r.of("consolidate_exit") for r in run.ranks}
+    enters = {r.rank: r.typed(ConsolidateEnter) for r in run.ranks}
+    exits = {r.rank: r.typed(ConsolidateExit) for r in run.ranks}
     called = sorted(r for r, e in enters.items() if e)
     absent = sorted(r for r, e in enters.items() if not e)
     if called and absent:
-        rank = called[0]
-        line = enters[rank][0].get("line")
-        stuck = [r for r in called if not exits[r]]
-        elsewhere = []
-        for r in absent:
-            rv = run.rank(r)
-            assert rv is not None  # `absent` comes from run.ranks
-            at = run.where(rv.last_line)
-            if rv.ended_ok:
-                elsewhere.append(f"rank {r} went on without it and finished (last seen {at})")
-            else:
-                elsewhere.append(f"rank {r} went on without it and was last seen {at}")
-        finished = any(x.ended_ok for x in run.ranks if x.rank in absent)
-        if run.timed_out:
-            outcome = "so it hung there until the run was stopped"
-        elif finished:
-            outcome = (
-                "so it waited there for partners that never came (a hang: here it ended when "
-                "the other ranks finished and closed their connections)"
-            )
-        else:
-            outcome = (
-                "so it waited there for partners that never came (a hang, which the process "
-                "group's timeout ended)"
-            )
-        return failed(
-            f"consolidate_state_dict was called on {ranks_text(called)} only "
-            f"{run.where(line)}; {ranks_text(absent)} never called it. It is a collective: "
-            + (f"{ranks_text(stuck)} entered it and never returned, {outcome}; " if stuck else "")
-            + "meanwhile "
-            + "; ".join(elsewhere)
-            + ".",
-            rank=rank,
-            line=line,
-        )
+        return _one_sided(run, called, absent, enters, exits)
     saves = [(r, e) for r, e in _saved_states(run) if r == 0] or _saved_states(run)
-    failures = [(r, e) for r, e in run.events("zero_state_dict") if not e.get("ok")]
+    failures = [(r, e) for r, e in run.typed(ZeroStateDict) if not e.ok]
     if not called:
         if failures:
             rank, e = failures[0]
             return failed(
-                f"Rank {rank} called optimizer.state_dict() {run.where(e.get('line'))} without "
-                f"consolidating first: {e.get('error')}",
+                msg(
+                    "zero.state_dict_unconsolidated",
+                    "Rank {rank} called optimizer.state_dict() {where} without consolidating "
+                    "first: {error}",
+                    rank=rank,
+                    where=run.where(e.line),
+                    error=e.error,
+                ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
         if saves:
-            rank, e = saves[0]
+            rank, save = saves[0]
             return failed(
-                f"No rank called consolidate_state_dict, so the optimizer state rank {rank} "
-                f"saved {run.where(e.get('line'))} is only its own shard "
-                f"({e.get('listed')} of {e.get('n_params')} parameters).",
+                msg(
+                    "zero.saved_own_shard",
+                    "No rank called consolidate_state_dict, so the optimizer state rank {rank} "
+                    "saved {where} is only its own shard ({listed} of {total} parameters).",
+                    rank=rank,
+                    where=run.where(save.line),
+                    listed=save.listed,
+                    total=save.n_params,
+                ),
                 rank=rank,
-                line=e.get("line"),
+                line=save.line,
             )
-        return failed("No rank called consolidate_state_dict, and no optimizer state was saved.")
-    if not saves:
-        first = enters[called[0]][0].get("line")
         return failed(
-            f"Every rank called consolidate_state_dict {run.where(first)}, "
-            "but no checkpoint with the optimizer state (a dict with 'state' and 'param_groups') "
-            "was saved.",
+            msg(
+                "zero.nothing",
+                "No rank called consolidate_state_dict, and no optimizer state was saved.",
+            )
+        )
+    if not saves:
+        first = enters[called[0]][0].line
+        return failed(
+            msg(
+                "zero.not_saved",
+                "Every rank called consolidate_state_dict {where}, but no checkpoint with the "
+                "optimizer state (a dict with 'state' and 'param_groups') was saved.",
+                where=run.where(first),
+            ),
             rank=0,
         )
     rank, save = saves[0]
-    done = [e for e in exits.get(rank, []) if e.get("seq", 0) < save.get("seq", 0)]
+    done = [e for e in exits.get(rank, []) if e.seq < save.seq]
     if not done:
         return failed(
-            f"Rank {rank} saved the optimizer state {run.where(save.get('line'))} before "
-            "consolidate_state_dict had finished on it.",
+            msg(
+                "zero.saved_early",
+                "Rank {rank} saved the optimizer state {where} before consolidate_state_dict had "
+                "finished on it.",
+                rank=rank,
+                where=run.where(save.line),
+            ),
             rank=rank,
-            line=save.get("line"),
+            line=save.line,
         )
     for rank, save in saves:  # every checkpoint, against the live state when it was written
         if stale := _stale_message(run, rank, save, exits.get(rank, [])):
-            return failed(stale, rank=rank, line=save.get("line"))
+            return failed(stale, rank=rank, line=save.line)
     return passed(
-        f"All {len(run.ranks)} ranks called consolidate_state_dict "
-        f"{run.where(done[-1].get('line'))} before rank {rank} saved the optimizer state "
-        f"{run.where(save.get('line'))}."
+        msg(
+            "zero.consolidated_ok",
+            "All {n} ranks called consolidate_state_dict {consolidated} before rank {rank} saved "
+            "the optimizer state {saved}.",
+            n=len(run.ranks),
+            consolidated=run.where(done[-1].line),
+            rank=rank,
+            saved=run.where(save.line),
+        )
     )
 
 
-def _judged_saves(saves: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+def _judged_saves(saves: list[tuple[int, OptimizerState]]) -> list[tuple[int, OptimizerState]]:
     """Every optimizer state rank 0 saved (the one that holds the consolidated state), else every
     rank's."""
     return [(r, e) for r, e in saves if r == 0] or saves
 
 
 def _stale_message(
-    run: RunView, rank: int, save: dict[str, Any], exits: list[dict[str, Any]]
-) -> str | None:
-    live = save.get("live") or {}
+    run: RunView, rank: int, save: OptimizerState, exits: list[ConsolidateExit]
+) -> Message | None:
+    live = save.live
     if not live.get("stale"):
         return None
-    before = [e for e in exits if e.get("seq", 0) < save.get("seq", 0)]
-    last = before[-1] if before else {}
-    steps_text = ""
-    if live.get("saved_step") is not None and live.get("live_step") is not None:
-        steps_text = (
-            f" (parameter {live.get('param')}: {live['saved_step']:.0f} steps in the saved "
-            f"state, {live['live_step']:.0f} in the live optimizer)"
+    before = [e for e in exits if e.seq < save.seq]
+    last_line = before[-1].line if before else None
+    steps: str = ""
+    saved_step, live_step = live.get("saved_step"), live.get("live_step")
+    if saved_step is not None and live_step is not None:
+        steps = msg(
+            "zero.stale_steps",
+            " (parameter {param}: {saved:.0f} steps in the saved state, {live:.0f} in the live "
+            "optimizer)",
+            param=live.get("param"),
+            saved=saved_step,
+            live=live_step,
         )
-    return (
-        f"The optimizer state rank {rank} saved {run.where(save.get('line'))} is stale: it is "
-        f"the state consolidated {run.where(last.get('line'))}, before later optimizer steps, "
-        f"and for {live['stale']} of the {plural(int(live.get('compared', 0)), 'parameter')} "
-        f"whose state rank {rank} holds, it differs from the live optimizer's{steps_text}. Call "
-        "consolidate_state_dict(to=0) on every rank right before saving."
+    return msg(
+        "zero.stale",
+        "The optimizer state rank {rank} saved {where} is stale: it is the state consolidated "
+        "{consolidated}, before later optimizer steps, and for {stale} of the {compared} whose "
+        "state rank {rank} holds, it differs from the live optimizer's{steps}. Call "
+        "consolidate_state_dict(to=0) on every rank right before saving.",
+        rank=rank,
+        where=run.where(save.line),
+        consolidated=run.where(last_line),
+        stale=live.get("stale"),
+        compared=_parameters(int(live.get("compared", 0))),
+        steps=steps,
     )
 
 
@@ -200,22 +369,36 @@ def state_complete(run: RunView, params: dict[str, Any]) -> Outcome:
     saves = _saved_states(run)
     if not saves:
         return failed(
-            "No checkpoint held an optimizer state (a dict with 'state' and 'param_groups')."
+            msg(
+                "zero.no_state_saved",
+                "No checkpoint held an optimizer state (a dict with 'state' and 'param_groups').",
+            )
         )
     for rank, e in _judged_saves(saves):  # every checkpoint, not only the last
-        listed, total = int(e.get("listed", 0)), int(e.get("n_params", 0))
-        if listed < total:
+        if e.listed < e.n_params:
             return failed(
-                f"The optimizer state rank {rank} saved {run.where(e.get('line'))} covers "
-                f"{listed} of the {total} parameters: a shard, not the whole state.",
+                msg(
+                    "zero.shard_saved",
+                    "The optimizer state rank {rank} saved {where} covers {listed} of the "
+                    "{total} parameters: a shard, not the whole state.",
+                    rank=rank,
+                    where=run.where(e.line),
+                    listed=e.listed,
+                    total=e.n_params,
+                ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
     rank, e = saves[-1]
-    total, stated = int(e.get("n_params", 0)), e.get("stated", 0)
     return passed(
-        f"The optimizer state saved {run.where(e.get('line'))} lists all {total} parameters "
-        f"({stated} with optimizer state)."
+        msg(
+            "zero.state_complete_ok",
+            "The optimizer state saved {where} lists all {total} parameters ({stated} with "
+            "optimizer state).",
+            where=run.where(e.line),
+            total=e.n_params,
+            stated=e.stated,
+        )
     )
 
 
@@ -228,19 +411,41 @@ def state_complete(run: RunView, params: dict[str, Any]) -> Outcome:
 def loadable(run: RunView, params: dict[str, Any]) -> Outcome:
     saves = _saved_states(run)
     if not saves:
-        return failed("No checkpoint held an optimizer state, so there was nothing to load.")
+        return failed(
+            msg(
+                "zero.nothing_to_load",
+                "No checkpoint held an optimizer state, so there was nothing to load.",
+            )
+        )
     for rank, e in _judged_saves(saves):
-        if e.get("load_error"):
+        if e.load_error:
             return failed(
-                f"The optimizer state saved {run.where(e.get('line'))} does not load into a fresh "
-                f"optimizer over all the model's parameters: {e['load_error']}",
+                msg(
+                    "zero.does_not_load",
+                    "The optimizer state saved {where} does not load into a fresh optimizer over "
+                    "all the model's parameters: {error}",
+                    where=run.where(e.line),
+                    error=e.load_error,
+                ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
     rank, e = saves[-1]
-    name = e.get("path") or "the checkpoint"
-    short = name.rsplit("/", 1)[-1]
+    if e.path:
+        return passed(
+            msg(
+                "zero.loaded",
+                "{file} was read back and its optimizer state loaded into a fresh optimizer over "
+                "all {n} parameters.",
+                file=e.path.rsplit("/", 1)[-1],
+                n=e.n_params,
+            )
+        )
     return passed(
-        f"{short} was read back and its optimizer state loaded into a fresh optimizer over all "
-        f"{e.get('n_params')} parameters."
+        msg(
+            "zero.loaded_unnamed",
+            "The checkpoint was read back and its optimizer state loaded into a fresh optimizer "
+            "over all {n} parameters.",
+            n=e.n_params,
+        )
     )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from grader.checks.base import RankView, RunView, get_check
+from grader.events import AccumStep
+from tests.grader.translated import english_left, rendered
 
 SOURCE = "\n".join(f"line{i}" for i in range(1, 60))
 
@@ -70,3 +74,25 @@ def test_grad_mean_judges_only_the_direction_of_a_clipped_step() -> None:
 def test_grad_mean_skips_when_the_loss_could_not_be_identified() -> None:
     out = judge("accum.grad_mean", run_of([replay(mean_status="unavailable")], []))
     assert out.status == "skip"
+
+
+def test_a_step_record_reads_typed_with_the_harness_s_defaults() -> None:
+    view = RankView(rank=0, exit_code=0, events=[step(3, 4, 1), {"kind": "accum_step"}])
+    full, empty = view.typed(AccumStep)
+    assert (full.n, full.micro, full.reductions, full.line) == (3, 4, 1, 40)
+    assert (empty.n, empty.micro, empty.reductions, empty.line) == (0, 0, 0, None)
+
+
+@pytest.mark.parametrize("locale", ["tr", "pt-BR"])
+def test_a_failing_step_reads_whole_in_the_viewer_s_language(locale: str) -> None:
+    runs = {
+        "accum.one_allreduce": run_of([step(1, 4, 4)], [step(1, 4, 4)]),
+        "accum.micro_batches": run_of([step(1, 1, 1)], [step(1, 1, 1)]),
+        "accum.grad_mean": run_of([replay(mean_rel_error=3.0, mean_ratio=4.0, norm_stepped=4.0)]),
+    }
+    for check_id, run in runs.items():
+        out = judge(check_id, run, {"k": 4})
+        assert out.status == "fail" and english_left(str(out.message))
+        text = rendered(check_id, out, locale)
+        assert not english_left(text), text
+        assert "4" in text and ("`line40`" in text or check_id == "accum.grad_mean"), text

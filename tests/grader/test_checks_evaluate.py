@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from grader.checks.base import RankView, RunView, get_check
 from grader.checks.evaluate import reports
+from grader.events import EvalRows
+from tests.grader.translated import english_left, rendered
 
 END = {"kind": "end", "status": "ok", "exit_code": 0}
 
@@ -80,3 +84,32 @@ def test_metric_must_equal_the_one_process_value_exactly() -> None:
     alone = run_of([[], []], ["accuracy=0.5\n", ""])
     assert judge("eval.metric_exact", alone).status == "skip"
     assert judge("eval.metric_exact", reference).status == "pass"
+
+
+def test_the_rows_read_typed_and_a_record_without_rows_evaluated_nothing() -> None:
+    view = RankView(rank=0, exit_code=0, events=[{"kind": "eval_rows", "forwards": 2}])
+    (rows,) = view.typed(EvalRows)
+    assert rows.rows == [] and rows.forwards == 2 and rows.line is None
+
+
+@pytest.mark.parametrize("locale", ["tr", "pt-BR"])
+def test_failing_evaluations_read_whole_in_the_viewer_s_language(locale: str) -> None:
+    whole = run_of([samples(range(7))])
+    idle = run_of([[], [], samples(range(7))])
+    everything = run_of([samples(range(7)), samples(range(7))])
+    dropped = with_reference(run_of([samples([0, 2]), samples([1, 3])]), whole)
+    printed = run_of([[], [], []], ["accuracy=0.5\n", "accuracy=0.5\n", "accuracy=0.5\n"])
+    reference = run_of([[]], ["accuracy=0.8\n"])
+    differs = with_reference(run_of([[], []], ["accuracy=0.75\n", ""]), reference)
+    cases = [
+        ("eval.shards", idle, "Ranks 0 and 1 evaluated no samples"),
+        ("eval.shards", everything, "7 of them more than once"),
+        ("eval.shards", dropped, "3 of the 7 samples"),
+        ("eval.rank0_reports", printed, "Ranks 1 and 2 also printed"),
+        ("eval.metric_exact", differs, "reports accuracy=0.8"),
+    ]
+    for check_id, run, english in cases:
+        out = judge(check_id, run)
+        assert out.status == "fail" and english in out.message
+        text = rendered(check_id, out, locale)
+        assert not english_left(text), text

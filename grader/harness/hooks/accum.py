@@ -16,6 +16,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from grader.events import AccumStep
 from grader.harness.tracer import Tracer, wrap
 
 MAX_STEP_EVENTS = 512
@@ -68,12 +69,13 @@ def install(tracer: Tracer) -> None:
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
         counts["steps"] += 1
         if counts["steps"] <= MAX_STEP_EVENTS:
-            tracer.emit(
-                "accum_step",
-                n=counts["steps"],
-                micro=counts["micro"],
-                reductions=counts["reductions"],
-                line=tracer.where(),
+            tracer.record(
+                AccumStep(
+                    n=counts["steps"],
+                    micro=counts["micro"],
+                    reductions=counts["reductions"],
+                    line=tracer.where(),
+                )
             )
         counts["micro"] = counts["reductions"] = 0
 

@@ -16,6 +16,7 @@ from torch.nn.modules.module import (
     register_module_forward_pre_hook,
 )
 
+from grader.events import EvalRows
 from grader.harness.hooks.ddp import _row_hashes
 from grader.harness.tracer import Tracer
 
@@ -52,7 +53,7 @@ def install(tracer: Tracer) -> None:
     register_module_forward_pre_hook(pre_hook)
     register_module_forward_hook(post_hook, always_call=True)
     tracer.finalizers.append(
-        lambda: tracer.emit(
-            "eval_rows", rows=seen["rows"], forwards=seen["forwards"], line=seen["line"]
+        lambda: tracer.record(
+            EvalRows(rows=seen["rows"], forwards=seen["forwards"], line=seen["line"])
         )
     )

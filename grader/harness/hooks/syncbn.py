@@ -16,6 +16,7 @@ import torch.nn as nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from grader.events import BnStats, DdpBatchnorm, SyncbnConvert, SyncbnCpu
 from grader.harness.tracer import Tracer, raw, wrap
 
 MAX_NAMES = 20
@@ -46,14 +47,15 @@ def install(tracer: Tracer) -> None:
     def make_handle(original: Any) -> Any:
         def _passing_sync_batchnorm_handle(self: Any, module: Any) -> Any:
             plain, synced = bn_layers(module)
-            tracer.emit(
-                "ddp_batchnorm",
-                line=tracer.where(),
-                plain=plain[:MAX_NAMES],
-                n_plain=len(plain),
-                synced=synced[:MAX_NAMES],
-                n_synced=len(synced),
-                device=str(getattr(self, "device_type", "?")),
+            tracer.record(
+                DdpBatchnorm(
+                    line=tracer.where(),
+                    plain=plain[:MAX_NAMES],
+                    n_plain=len(plain),
+                    synced=synced[:MAX_NAMES],
+                    n_synced=len(synced),
+                    device=str(getattr(self, "device_type", "?")),
+                )
             )
             for name, layer in module.named_modules():
                 if isinstance(layer, nn.SyncBatchNorm):
@@ -72,22 +74,23 @@ def install(tracer: Tracer) -> None:
         if input.device.type == "cpu":
             if not tracer.state.get("syncbn_cpu"):
                 tracer.state["syncbn_cpu"] = True
-                tracer.emit("syncbn_cpu", line=tracer.where())
+                tracer.record(SyncbnCpu(line=tracer.where()))
             out = _BatchNorm.forward(self, input)
         else:
             out = original_forward(self, input)
         if self.training and self.running_mean is not None and stat_events["n"] < MAX_STAT_EVENTS:
             stat_events["n"] += 1
-            tracer.emit(
-                "bn_stats",
-                layer=names.get(id(self), "?"),
-                step=tracer.steps,
-                device=input.device.type,
-                batches=int(self.num_batches_tracked or 0),
-                mean=_digest(self.running_mean),
-                var=_digest(self.running_var),
-                mean_sum=float(self.running_mean.double().sum()),
-                var_sum=float(self.running_var.double().sum()),
+            tracer.record(
+                BnStats(
+                    layer=names.get(id(self), "?"),
+                    step=tracer.steps,
+                    device=input.device.type,
+                    batches=int(self.num_batches_tracked or 0),
+                    mean=_digest(self.running_mean),
+                    var=_digest(self.running_var),
+                    mean_sum=float(self.running_mean.double().sum()),
+                    var_sum=float(self.running_var.double().sum()),
+                )
             )
         return out
 
@@ -109,13 +112,14 @@ def install(tracer: Tracer) -> None:
                     for m in tracer.state.get("ddp_models", [])
                     if m is module or any(sub is module for sub in m.module.modules())
                 ]
-                tracer.emit(
-                    "syncbn_convert",
-                    line=tracer.where(),
-                    arg=type(module).__name__,
-                    is_ddp=isinstance(module, DDP),
-                    inside_ddp=bool(wrapped),
-                    n_plain=len(plain),
+                tracer.record(
+                    SyncbnConvert(
+                        line=tracer.where(),
+                        arg=type(module).__name__,
+                        is_ddp=isinstance(module, DDP),
+                        inside_ddp=bool(wrapped),
+                        n_plain=len(plain),
+                    )
                 )
             return current_convert(cls, module, process_group)
         finally:

@@ -8,6 +8,14 @@ from typing import Any
 
 import torch
 
+from grader.events import (
+    ConsolidateEnter,
+    ConsolidateExit,
+    OptimizerState,
+    StateComparison,
+    ZeroInit,
+    ZeroStateDict,
+)
 from grader.harness.tracer import Tracer, quiet, raw, wrap
 
 # Its torch.save wrapper is outside the ckpt hook's (the save is recorded first).
@@ -85,29 +93,30 @@ def install(tracer: Tracer) -> None:
             original(self, *args, **kwargs)
             zeros.append(self)
             try:
-                tracer.emit(
-                    "zero_init",
-                    line=line,
-                    optimizer=getattr(self._optim_constructor, "__name__", "?"),
-                    n_params=len(self._all_params),
-                    n_local=sum(len(g["params"]) for g in self.optim.param_groups),
+                tracer.record(
+                    ZeroInit(
+                        line=line,
+                        optimizer=getattr(self._optim_constructor, "__name__", "?"),
+                        n_params=len(self._all_params),
+                        n_local=sum(len(g["params"]) for g in self.optim.param_groups),
+                    )
                 )
             except Exception as exc:
                 tracer.fail("zero_init", exc)
-                tracer.emit("zero_init", line=line, error=repr(exc)[:200])
+                tracer.record(ZeroInit(line=line, error=repr(exc)[:200]))
 
         return __init__
 
     def make_consolidate(original: Any) -> Any:
         def consolidate_state_dict(self: Any, to: int = 0) -> Any:
             line = tracer.where()
-            tracer.emit("consolidate_enter", line=line, to=to)
+            tracer.record(ConsolidateEnter(line=line, to=to))
             busy["consolidating"] += 1  # it pickles shards with torch.save into buffers
             try:
                 out = original(self, to)
             finally:
                 busy["consolidating"] -= 1
-            tracer.emit("consolidate_exit", line=line, to=to)
+            tracer.record(ConsolidateExit(line=line, to=to))
             return out
 
         return consolidate_state_dict
@@ -118,10 +127,10 @@ def install(tracer: Tracer) -> None:
             try:
                 out = original(self)
             except Exception as exc:
-                tracer.emit("zero_state_dict", line=line, ok=False, error=str(exc)[:300])
+                tracer.record(ZeroStateDict(line=line, ok=False, error=str(exc)[:300]))
                 raise
             listed, stated = _covered(out)
-            tracer.emit("zero_state_dict", line=line, ok=True, listed=listed, stated=stated)
+            tracer.record(ZeroStateDict(line=line, ok=True, listed=listed, stated=stated))
             return out
 
         return state_dict
@@ -169,14 +178,14 @@ def _step_of(state: dict[str, Any]) -> float | None:
     return float(step) if isinstance(step, (int, float)) else None
 
 
-def compare_live(sd: Any, zero: Any) -> dict[str, Any]:
+def compare_live(sd: Any, zero: Any) -> StateComparison:
     """The saved optimizer state against the live one at the moment of saving, for the
     parameters whose state this rank holds (its shard): step counts and every moment tensor.
     A state consolidated before the last steps differs; one consolidated right before saving
     is equal."""
     state = sd.get("state") if isinstance(sd.get("state"), dict) else {}
     compared = stale = 0
-    first: dict[str, Any] = {}
+    first = StateComparison()
     for group in zero.optim.param_groups:
         for p in group["params"]:
             live = zero.optim.state.get(p) or {}
@@ -192,12 +201,10 @@ def compare_live(sd: Any, zero: Any) -> dict[str, Any]:
                 continue
             stale += 1
             if not first:
-                first = {
-                    "param": index,
-                    "saved_step": _step_of(saved),
-                    "live_step": _step_of(live),
-                }
-    return {"compared": compared, "stale": stale, **first}
+                first = StateComparison(
+                    param=index, saved_step=_step_of(saved), live_step=_step_of(live)
+                )
+    return StateComparison(compared=compared, stale=stale, **first)
 
 
 def _record_optimizer_save(tracer: Tracer, zeros: list[Any], obj: Any, f: Any) -> None:
@@ -221,14 +228,15 @@ def _record_optimizer_save(tracer: Tracer, zeros: list[Any], obj: Any, f: Any) -
             again = dict(find_optimizer_states(reloaded)) if reloaded is not None else {}
             error = try_load(again.get(where, sd), zero)
         live = compare_live(sd, zero)
-        tracer.emit(
-            "optimizer_state",
-            line=tracer.where(),
-            path=path,
-            where=where,
-            listed=listed,
-            stated=stated,
-            n_params=len(zero._all_params),
-            load_error=error,
-            live=live,
+        tracer.record(
+            OptimizerState(
+                line=tracer.where(),
+                path=path,
+                where=where,
+                listed=listed,
+                stated=stated,
+                n_params=len(zero._all_params),
+                load_error=error,
+                live=live,
+            )
         )
