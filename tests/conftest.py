@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,12 @@ def app(session: Session):  # type: ignore[no-untyped-def]
         yield session
         session.flush()
 
+    @contextmanager
+    def _unit_of_work() -> Iterator[Session]:
+        yield session
+
     application.dependency_overrides[get_session] = _session
+    application.state.unit_of_work = _unit_of_work  # outside routes (the limits' look-ups)
     return application
 
 
