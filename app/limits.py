@@ -26,6 +26,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 
 import anyio.to_thread
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -164,6 +165,9 @@ class RequestLimits:
                 return
             try:
                 caller = await self.keys.resolve(scope)
+            except PoolTimeout:  # no connection for the look-up within the checkout timeout
+                await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+                return
             finally:
                 self._admission.release()
         if STREAM_PATH.match(path):

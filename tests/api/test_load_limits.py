@@ -187,3 +187,27 @@ def _with_state(inner: RequestLimits):  # type: ignore[no-untyped-def]
         await inner(scope, receive, send)
 
     return app
+
+
+def test_a_learner_look_up_without_a_connection_answers_503_not_500(
+    app: FastAPI, client: TestClient, migrated_urls: dict[str, str], db_backend: str
+) -> None:
+    """A credential seen for the first time is looked up before the route: with every
+    connection busy, that look-up too answers 503 busy with Retry-After."""
+    tiny = make_engine(migrated_urls[db_backend], pool_size=1, max_overflow=0, pool_timeout=0.1)
+    held = tiny.connect()
+
+    @contextmanager
+    def from_tiny_pool() -> Iterator[Session]:
+        with Session(tiny) as session:
+            yield session
+
+    app.state.unit_of_work = from_tiny_pool
+    try:
+        response = client.get("/api/v1/me", headers={"Authorization": "Bearer rdv_first_seen"})
+    finally:
+        held.close()
+        tiny.dispose()
+    assert response.status_code == 503
+    assert response.json()["code"] == "busy"
+    assert int(response.headers["retry-after"]) > 0
