@@ -211,3 +211,26 @@ def test_a_learner_look_up_without_a_connection_answers_503_not_500(
     assert response.status_code == 503
     assert response.json()["code"] == "busy"
     assert int(response.headers["retry-after"]) > 0
+
+
+def test_admission_fits_the_pool_and_threads_outnumber_it() -> None:
+    """No pile-up by construction: at most as many requests admitted as the pool has
+    connections, more threads than that (a connection's holder always finds a thread for its
+    next step), and no dependency overridden in the app that is served."""
+    import anyio.to_thread
+
+    from app.config import Settings
+
+    settings = Settings(db_pool_size=30, db_pool_overflow=10)  # more than anyio's 40 threads
+    app = create_app(settings)
+    assert app.dependency_overrides == {}
+    with TestClient(app) as client:
+        stack = app.middleware_stack
+        while not isinstance(stack, RequestLimits):
+            stack = stack.app  # type: ignore[union-attr]
+        admitted = stack._admission._value
+        threads = client.portal.call(  # type: ignore[union-attr]
+            lambda: anyio.to_thread.current_default_thread_limiter().total_tokens
+        )
+    assert admitted == settings.db_pool_size + settings.db_pool_overflow
+    assert threads > admitted
