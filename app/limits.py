@@ -3,9 +3,12 @@
 `BodyLimit`: a request body over the limit is refused with 413: at once when Content-Length says
 so, else as soon as the bytes read pass it (never read whole into memory first).
 
-`RequestLimits`: at most `max_requests_per_learner` requests of one caller in progress at once
-(a caller: the hash of its bearer token or session cookie, else its address) and at most
-`max_streams_per_learner` open event streams; more are answered 429 with Retry-After at once.
+`RequestLimits`: at most `max_requests_per_learner` requests of one learner in progress at once
+and at most `max_streams_per_learner` open event streams, whichever of their devices, tabs and
+tokens they come from; more are answered 429 with Retry-After at once. A credential (bearer token
+or session cookie) is counted as the learner it belongs to (`LearnerKeys`: looked up once, then
+remembered: a token never changes owner); a credential that belongs to nobody counts alone, and a
+request without one counts as its address.
 Across callers, at most `admitted` requests hold a database connection at a time; the others wait
 (asynchronously, holding no thread and no connection) up to the checkout timeout, then get 503.
 With `admitted` no larger than the pool and the thread limit above both, no request can wait for
@@ -19,9 +22,11 @@ import asyncio
 import hashlib
 import ipaddress
 import re
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
 
+import anyio.to_thread
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -78,6 +83,56 @@ class BodyLimit:
         return {"limit_kib": -(-self.max_bytes // 1024)}
 
 
+class LearnerKeys:
+    """Which learner a credential belongs to, for counting: `owner_of(token_digest)` (a database
+    look-up, run in a thread) once per credential, then remembered (the most recent `size`).
+    Concurrent first requests with the same credential share one look-up."""
+
+    def __init__(self, owner_of: Callable[[str], str | None], *, size: int = 10_000) -> None:
+        self.owner_of = owner_of
+        self.size = size
+        self._known: OrderedDict[str, str] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[str]] = {}
+
+    def known(self, scope: Scope) -> str | None:
+        """The caller's key when no look-up is needed, else None."""
+        digest = credential_digest(scope)
+        if digest is None:
+            client = scope.get("client")
+            return "a:" + (client[0] if client else "unknown")
+        key = self._known.get(digest)
+        if key is not None:
+            self._known.move_to_end(digest)
+        return key
+
+    async def resolve(self, scope: Scope) -> str:
+        digest = credential_digest(scope)
+        if digest is None:
+            return self.known(scope) or "a:unknown"
+        pending = self._pending.get(digest)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[digest] = future
+        try:
+            owner = await anyio.to_thread.run_sync(self.owner_of, digest)
+            key = f"l:{owner}" if owner is not None else f"c:{digest[:32]}"
+            self._remember(digest, key)
+            future.set_result(key)
+            return key
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the waiters (if any) re-raise it themselves
+            raise
+        finally:
+            del self._pending[digest]
+
+    def _remember(self, digest: str, key: str) -> None:
+        self._known[digest] = key
+        if len(self._known) > self.size:
+            self._known.popitem(last=False)
+
+
 class RequestLimits:
     def __init__(
         self,
@@ -87,11 +142,13 @@ class RequestLimits:
         streams_per_caller: int,
         admitted: int,
         wait_s: float,
+        learner_of: Callable[[str], str | None],
     ) -> None:
         self.app = app
         self.per_caller = per_caller
         self.streams_per_caller = streams_per_caller
         self.wait_s = wait_s
+        self.keys = LearnerKeys(learner_of)
         self._admission = asyncio.Semaphore(admitted)
         self._requests: Counter[str] = Counter()
         self._streams: Counter[str] = Counter()
@@ -101,7 +158,18 @@ class RequestLimits:
         if scope["type"] != "http" or path.startswith("/static/"):
             await self.app(scope, receive, send)
             return
-        caller = caller_key(scope)
+        caller = self.keys.known(scope)
+        if caller is None:  # a credential seen for the first time: find its learner, admitted
+            if not await self._admit():
+                await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+                return
+            try:
+                caller = await self.keys.resolve(scope)
+            except PoolTimeout:  # no connection for the look-up within the checkout timeout
+                await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+                return
+            finally:
+                self._admission.release()
         if STREAM_PATH.match(path):
             await self._stream(caller, scope, receive, send)
             return
@@ -110,9 +178,7 @@ class RequestLimits:
             return
         self._requests[caller] += 1
         try:
-            try:
-                await asyncio.wait_for(self._admission.acquire(), self.wait_s)
-            except TimeoutError:
+            if not await self._admit():
                 await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
                 return
             try:
@@ -122,9 +188,16 @@ class RequestLimits:
         finally:
             _decrement(self._requests, caller)
 
+    async def _admit(self) -> bool:
+        try:
+            await asyncio.wait_for(self._admission.acquire(), self.wait_s)
+        except TimeoutError:
+            return False
+        return True
+
     async def _stream(self, caller: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A live event stream holds no connection between its polls: it is not admitted like a
-        request, only counted per caller."""
+        request, only counted per learner."""
         if self._streams[caller] >= self.streams_per_caller:
             await _answer(scope, receive, send, 429, "too_many_requests", _TOO_MANY_STREAMS, 5)
             return
@@ -148,14 +221,15 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def caller_key(scope: Scope) -> str:
-    """Who is asking, for counting: the credential (hashed) when there is one, else the address."""
+def credential_digest(scope: Scope) -> str | None:
+    """SHA-256 (hex) of the request's bearer token, else of its session cookie; None without."""
     authorization = _header(scope, b"authorization")
-    credential = authorization or _cookie(_header(scope, b"cookie") or "", "rdv_session")
-    if credential:
-        return "c:" + hashlib.sha256(credential.encode()).hexdigest()[:32]
-    client = scope.get("client")
-    return "a:" + (client[0] if client else "unknown")
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        credential = token.strip() if scheme.lower() == "bearer" else authorization
+    else:
+        credential = _cookie(_header(scope, b"cookie") or "", "rdv_session") or ""
+    return hashlib.sha256(credential.encode()).hexdigest() if credential else None
 
 
 def _cookie(header: str, name: str) -> str | None:

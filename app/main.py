@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from app.auth import account_pages
 from app.auth import pages as auth_pages
 from app.auth import routes as auth_routes
+from app.auth import service as auth_service
 from app.auth.csrf import CSRFCookieMiddleware, csrf_context
 from app.auth.deps import account_context
 from app.auth.ratelimit import AuthRateLimits
@@ -25,6 +26,7 @@ from app.coach.index import get_index as coach_index
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
+from app.db import unit_of_work
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
 from app.learning import routes as learning_routes
@@ -68,6 +70,17 @@ def _admitted(settings: Settings) -> int:
     return settings.db_pool_size + settings.db_pool_overflow
 
 
+def _learner_of(app: FastAPI) -> Callable[[str], str | None]:
+    """The learner a credential belongs to, so that the request caps count per learner."""
+
+    def learner_of(token_digest: str) -> str | None:
+        with app.state.unit_of_work() as session:
+            owner = auth_service.learner_of_token(session, token_digest)
+        return None if owner is None else str(owner)
+
+    return learner_of
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     app = FastAPI(
@@ -79,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.grading_backend = None
     app.state.auth_rate_limits = AuthRateLimits()
+    app.state.unit_of_work = unit_of_work  # outside a route (the limits' look-up of a learner)
     add_context_processor(csrf_context)
     add_context_processor(account_context)
     add_context_processor(csp_context)
@@ -104,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         streams_per_caller=settings.max_streams_per_learner,
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
+        learner_of=_learner_of(app),
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))

@@ -2,9 +2,12 @@
 
 1. burst: 100 simultaneous `GET /api/v1/me` from one learner while another learner asks once.
    Wanted: no 5xx in the burst (the caller's cap answers 429), the other learner under 2 s.
-2. sync: 50 clients (10 learners x 2 devices, each device with 2 or 3 tabs) syncing progress for
+2. alone: one client syncing 200 times in a row: a sync's own time, with no queue (the floor
+   under the figures of 3; read them against it).
+3. sync: 50 clients (10 learners x 2 devices, each device with 2 or 3 tabs) syncing progress for
    15 s, resending some batches as a flaky network would. Wanted: no 5xx, every acknowledged
-   event stored exactly once; p50/p99 of a sync printed.
+   event stored exactly once; p50/p99 of a sync printed. The clients never pause, so a sync's
+   time there is mostly its wait behind the others: about clients / throughput (Little's law).
 
     python -m benchmarks api_load [--pg=postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
                                   [--seconds=15] [--port=8765]
@@ -127,6 +130,41 @@ async def burst(base: str) -> bool:
     return errors == 0 and answer.status_code == 200 and other_s < 2.0
 
 
+def _event(rng: random.Random) -> dict[str, object]:
+    return {
+        "id": uuid.uuid4().hex,
+        "type": rng.choice(("step_seen", "position", "step_completed")),
+        "lesson_id": LESSON,
+        "step_id": rng.choice(STEPS),
+        "at": "2026-01-01T10:00:00Z",
+    }
+
+
+def _percentiles(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(ordered) * 1000, p99 * 1000
+
+
+async def alone(base: str, times: int = 200) -> bool:
+    rng = random.Random(1)
+    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+        headers = (await sign_up(http, "alone@example.org", 1))[0]
+        latencies = []
+        for _ in range(times):
+            started = time.perf_counter()
+            answer = await http.post(
+                "/api/v1/progress/events", json={"events": [_event(rng)]}, headers=headers
+            )
+            latencies.append(time.perf_counter() - started)
+            if answer.status_code != 200:
+                print(f"alone: a sync got {answer.status_code}")
+                return False
+    p50, p99 = _percentiles(latencies)
+    print(f"alone: one client, {times} syncs in a row: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    return True
+
+
 async def sync_clients(base: str, seconds: float, database_url: str) -> bool:
     async with httpx.AsyncClient(base_url=base, timeout=120) as http:
         learners = [await sign_up(http, f"sync{i}@example.org", 2) for i in range(10)]
@@ -145,16 +183,7 @@ async def sync_clients(base: str, seconds: float, database_url: str) -> bool:
             if previous and rng.random() < 0.2:
                 batch = previous  # the answer was "lost": send the same events again
             else:
-                batch = [
-                    {
-                        "id": uuid.uuid4().hex,
-                        "type": rng.choice(("step_seen", "position", "step_completed")),
-                        "lesson_id": LESSON,
-                        "step_id": rng.choice(STEPS),
-                        "at": "2026-01-01T10:00:00Z",
-                    }
-                    for _ in range(rng.randint(1, 3))
-                ]
+                batch = [_event(rng) for _ in range(rng.randint(1, 3))]
             started = time.perf_counter()
             response = await http.post(
                 "/api/v1/progress/events", json={"events": batch}, headers=headers
@@ -185,16 +214,14 @@ async def sync_clients(base: str, seconds: float, database_url: str) -> bool:
             duplicated += len(stored) - len(set(stored))
             lost += len(ids - set(stored))
     engine.dispose()
-    ordered = sorted(latencies)
-    p50 = statistics.median(ordered) * 1000
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+    p50, p99 = _percentiles(latencies)
     errors = sum(n for status, n in statuses.items() if status >= 500)
     print(
         f"sync: {len(clients)} clients, {len(latencies)} syncs in {seconds:.0f} s, statuses "
         f"{dict(sorted(statuses.items()))}; 5xx: {errors}"
     )
     print(f"sync: acknowledged {sum(map(len, acked))} events; lost {lost}; duplicated {duplicated}")
-    print(f"sync: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(f"sync: p50 {p50:.1f} ms, p99 {p99:.1f} ms; {len(latencies) / seconds:.0f} syncs/s")
     return errors == 0 and lost == 0 and duplicated == 0
 
 
@@ -209,6 +236,7 @@ def main(argv: list[str]) -> int:
         upgrade(url)
         with served(url, port) as base:
             ok = asyncio.run(burst(base))
+            ok = asyncio.run(alone(base)) and ok
             ok = asyncio.run(sync_clients(base, seconds, url)) and ok
     print(f"load average: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     print("api_load:", "ok" if ok else "FAILED")

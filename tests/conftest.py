@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, delete, text
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, delete, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
@@ -98,7 +100,12 @@ def app(session: Session):  # type: ignore[no-untyped-def]
         yield session
         session.flush()
 
+    @contextmanager
+    def _unit_of_work() -> Iterator[Session]:
+        yield session
+
     application.dependency_overrides[get_session] = _session
+    application.state.unit_of_work = _unit_of_work  # outside routes (the limits' look-ups)
     return application
 
 
@@ -127,3 +134,28 @@ def committed_learner_id(committing_engine: Engine) -> Iterator[uuid.UUID]:
     yield user_id
     with Session(committing_engine) as session, session.begin():
         session.execute(delete(User).where(User.id == user_id))
+
+
+@pytest.fixture
+def committing_client(
+    committing_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[TestClient]:
+    """A client of an app whose requests get the app's own session (app.db.get_session: one
+    commit, then closed) on the backend's database, as when served: unlike `client`, whose one
+    session stays open across the test, an object loaded by a request is detached after it.
+    Accounts made during the test are deleted after it (everything personal cascades)."""
+    from sqlalchemy.orm import sessionmaker
+
+    import app.db
+    from app.auth.models import User
+    from app.main import create_app
+
+    with Session(committing_engine) as session:
+        before = set(session.scalars(select(User.id)))
+    maker = sessionmaker(bind=committing_engine, expire_on_commit=False)
+    monkeypatch.setattr(app.db, "get_sessionmaker", lambda: maker)
+    with TestClient(create_app()) as test_client:
+        yield test_client
+    with Session(committing_engine) as session, session.begin():
+        made = set(session.scalars(select(User.id))) - before
+        session.execute(delete(User).where(User.id.in_(made)))

@@ -12,7 +12,8 @@ from pydantic import AfterValidator
 from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
-from app.auth.routes import rate_limits, send_reset_mail
+from app.auth.mails import send_reset_mail
+from app.auth.routes import rate_limits
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate

@@ -24,7 +24,12 @@ SESSION_COOKIE = "rdv_session"
 
 def _auth_context(request: Request, session: SessionDep) -> AuthContext | None:
     context = _resolve(request, session)
-    request.state.auth_context = context  # for the page header (account_context)
+    # For the page header (account_context), read now, while the session is open: an error page
+    # is rendered after the session has been rolled back and closed, when the user row can no
+    # longer be loaded (a stale form's "form expired" page was a 500 for that reason).
+    request.state.account_header = (
+        {"signed_in": True, "display_name": context.user.display_name} if context else None
+    )
     return context
 
 
@@ -97,10 +102,10 @@ def account_context(request: Request) -> dict[str, Any]:
     Uses what this request's auth dependency resolved; pages that never asked (no database
     lookup there) show the account links whenever the browser holds a session cookie.
     """
-    context: AuthContext | None = getattr(request.state, "auth_context", None)
-    if context is not None:
-        return {"account": {"signed_in": True, "display_name": context.user.display_name}}
-    resolved = hasattr(request.state, "auth_context")
+    header: dict[str, Any] | None = getattr(request.state, "account_header", None)
+    if header is not None:
+        return {"account": header}
+    resolved = hasattr(request.state, "account_header")
     signed_in = not resolved and SESSION_COOKIE in request.cookies
     return {"account": {"signed_in": signed_in, "display_name": None}}
 

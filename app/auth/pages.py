@@ -12,13 +12,14 @@ import uuid
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, BackgroundTasks, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import AfterValidator, ValidationError
 
 from app.auth import service
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
+from app.auth.mails import send_registration_mail
 from app.auth.passwords import WeakPassword
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import UserCreate
@@ -132,6 +133,7 @@ def register_page(request: Request, auth: OptionalAuth, next: str = "/") -> Resp
 def register_submit(
     request: Request,
     session: SessionDep,
+    tasks: BackgroundTasks,
     _csrf: Csrf,
     email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
     display_name: Annotated[str, Form(max_length=80), AfterValidator(storable)] = "",
@@ -170,21 +172,17 @@ def register_submit(
             _first_invalid_field(exc),
         )
     try:
-        user = service.register(
+        registration = service.register_quietly(
             session, email=body.email, password=body.password, display_name=body.display_name
         )
     except WeakPassword as exc:
         return again(translate(_locale(request), exc.message), 422)
-    except AppError:
-        return again(
-            translate(
-                _locale(request), "An account with this email exists already. Sign in instead."
-            ),
-            409,
-            "email",
-        )
-    token = service.issue_token(session, user, device_name=_device_name(request), kind="browser")
-    return _signed_in(request, token, _welcome_url(next))
+    # The same answer, after the same work, whether or not the address had an account: nobody
+    # learns from this form who has one. The mail says which it was, to the address's owner.
+    settings = request.app.state.settings
+    send_registration_mail(tasks, settings, registration, _locale(request))
+    target = urlencode({"registered": "1", "next": _welcome_url(next)})
+    return RedirectResponse(f"/login?{target}", status_code=303)
 
 
 def _first_invalid_field(error: ValidationError) -> str | None:
@@ -202,10 +200,20 @@ def _welcome_url(target: str) -> str:
 
 
 @router.get("/login")
-def login_page(request: Request, auth: OptionalAuth, next: str = "/") -> Response:
+def login_page(
+    request: Request, auth: OptionalAuth, next: str = "/", registered: bool = False
+) -> Response:
+    """`registered`: just after the registration form, which signs nobody in (see above)."""
     if auth is not None:
         return RedirectResponse(safe_next(next), status_code=303)
-    return _render(request, "auth/login.html", next=safe_next(next), form={}, error=None)
+    return _render(
+        request,
+        "auth/login.html",
+        next=safe_next(next),
+        form={},
+        error=None,
+        registered=registered,
+    )
 
 
 @router.post("/login")

@@ -28,6 +28,11 @@ def get_active_token(session: Session, token_hash: str) -> tuple[DeviceToken, Us
     return (row[0], row[1]) if row else None
 
 
+def token_owner(session: Session, token_hash: str) -> uuid.UUID | None:
+    """Whose token this is (revoked or not: a token never changes owner)."""
+    return session.scalar(select(DeviceToken.user_id).where(DeviceToken.token_hash == token_hash))
+
+
 def list_active_devices(
     session: Session, user_id: uuid.UUID, *, used_since: datetime
 ) -> list[DeviceToken]:

@@ -10,6 +10,7 @@ from pydantic import AfterValidator
 
 from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
+from app.auth.mails import send_registration_mail, send_reset_mail
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import (
     AccountDeletion,
@@ -21,12 +22,10 @@ from app.auth.schemas import (
     UserCreate,
     UserPublic,
 )
-from app.config import Settings
 from app.db import SessionDep
-from app.errors import N_, AppError, error_responses
-from app.i18n import resolve_locale, translate
+from app.errors import AppError, error_responses
+from app.i18n import resolve_locale
 from app.limits import request_ip
-from app.mail import send_mail
 from app.text import NO_NUL, storable
 
 api_router = APIRouter(tags=["accounts"])
@@ -52,11 +51,14 @@ def _rate_limited(retry_after: int) -> AppError:
     response_model=UserPublic,
     responses=error_responses(422, 429),
 )
-def register(request: Request, body: UserCreate, session: SessionDep) -> UserPublic:
+def register(
+    request: Request, body: UserCreate, session: SessionDep, tasks: BackgroundTasks
+) -> UserPublic:
     """Create an account. Then get a token with POST /auth/token.
 
     The answer is the same whether or not the address had an account already (so that nobody
-    can probe who has one); only the owner's password signs in to an existing account. A
+    can probe who has one); only the owner's password signs in to an existing account. A mail
+    follows: a welcome to a new account, or word to the owner that someone tried. A
     password among the commonest ones, or a trivial repeat, gets 422 `weak_password`."""
     wait = rate_limits(request).check_register(request_ip(request))
     if wait is not None:
@@ -64,6 +66,8 @@ def register(request: Request, body: UserCreate, session: SessionDep) -> UserPub
     registration = service.register_quietly(
         session, email=body.email, password=body.password, display_name=body.display_name
     )
+    locale = resolve_locale(request)
+    send_registration_mail(tasks, request.app.state.settings, registration, locale)
     return UserPublic.model_validate(registration.user)
 
 
@@ -197,26 +201,3 @@ def confirm_password_reset(body: PasswordResetConfirm, session: SessionDep) -> R
     sign in again with POST /auth/token."""
     lifecycle.reset_password(session, token=body.token, new=body.new_password)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
-
-
-def send_reset_mail(
-    tasks: BackgroundTasks, settings: Settings, reset: lifecycle.ResetRequest, locale: str
-) -> None:
-    """Queue the reset mail, in the language of the request, to leave after the answer."""
-    link = f"{settings.base_url.rstrip('/')}/reset-password?token={reset.token}"
-    paragraphs = [
-        N_("Someone asked to reset the password of your Rendezvous account."),
-        N_("To choose a new password, open this link within an hour:\n{link}"),
-        N_("In the app, enter this code instead: {token}"),
-        N_("If it was not you, ignore this mail: your password stays as it is."),
-    ]
-    body = "\n\n".join(
-        translate(locale, text).format(link=link, token=reset.token) for text in paragraphs
-    )
-    tasks.add_task(
-        send_mail,
-        settings,
-        to=reset.user.email,
-        subject=translate(locale, "Reset your Rendezvous password"),
-        body=body + "\n",
-    )

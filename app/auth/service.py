@@ -138,6 +138,11 @@ def resolve_token(session: Session, token: str, *, via: str) -> AuthContext | No
     return AuthContext(user=user, device=device, via=via)
 
 
+def learner_of_token(session: Session, token_digest: str) -> uuid.UUID | None:
+    """The learner a device token (given as its digest) was issued to, for per-learner limits."""
+    return repository.token_owner(session, token_digest)
+
+
 def device_is_active(session: Session, device_id: uuid.UUID) -> bool:
     """Whether the device is still signed in (read fresh: another request may have revoked it)."""
     return repository.is_active(session, device_id)

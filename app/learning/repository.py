@@ -20,23 +20,18 @@ def _insert(session: Session, table: Any) -> Any:
 
 
 def lock_cursor(session: Session, user_id: uuid.UUID) -> ProgressCursor:
-    """The learner's cursor row, locked until the transaction ends.
-
-    The INSERT comes first on purpose: on SQLite any write statement takes the database's write
-    lock, so no stale snapshot is read before it; on PostgreSQL FOR UPDATE locks the row. Either
-    way one learner's concurrent syncs run one after the other.
-    """
-    session.execute(
+    """The learner's cursor row, made if missing and locked until the transaction ends, in one
+    statement (one round trip while holding the lock): an upsert that rewrites the version it
+    finds locks the row on PostgreSQL; on SQLite the transaction holds the write lock already
+    (BEGIN IMMEDIATE). Either way one learner's concurrent writers run one after the other."""
+    statement = (
         _insert(session, ProgressCursor)
         .values(user_id=user_id, version=0)
-        .on_conflict_do_nothing(index_elements=["user_id"])
-    )
-    return session.scalars(
-        select(ProgressCursor)
-        .where(ProgressCursor.user_id == user_id)
-        .with_for_update()
+        .on_conflict_do_update(index_elements=["user_id"], set_={"version": ProgressCursor.version})
+        .returning(ProgressCursor)
         .execution_options(populate_existing=True)
-    ).one()
+    )
+    return session.scalars(statement).one()
 
 
 def current_version(session: Session, user_id: uuid.UUID) -> int:
@@ -63,7 +58,10 @@ def insert_new_events(
         .on_conflict_do_nothing(index_elements=["user_id", "client_id"])
         .returning(table.c.client_id)
     )
-    result = session.execute(statement, [{**row, "user_id": user_id} for row in rows])
+    # In client id order: two concurrent batches sharing events wait on each other's rows in the
+    # same order, never in a cycle.
+    ordered = sorted(rows, key=lambda row: str(row["client_id"]))
+    result = session.execute(statement, [{**row, "user_id": user_id} for row in ordered])
     return set(result.scalars().all())
 
 

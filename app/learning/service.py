@@ -119,8 +119,8 @@ def sync(
     since: int | None = None,
 ) -> ProgressState:
     """Store the new events, merge them, and answer with what changed since `since`."""
-    rejected = store_and_merge(session, user_id, events)
-    state = changes_since(session, user_id, since)
+    rejected, version = _store_and_merge(session, user_id, events)
+    state = changes_since(session, user_id, since, version=version)
     state.rejected = rejected
     return state
 
@@ -129,6 +129,17 @@ def store_and_merge(
     session: Session, user_id: uuid.UUID, events: Sequence[ProgressEventIn]
 ) -> list[RejectedEvent]:
     """Store each event not seen before and merge it; returns the events refused."""
+    return _store_and_merge(session, user_id, events)[0]
+
+
+def _store_and_merge(
+    session: Session, user_id: uuid.UUID, events: Sequence[ProgressEventIn]
+) -> tuple[list[RejectedEvent], int | None]:
+    """The events refused, and the learner's cursor when this call locked it (None when nothing
+    was new: a batch sent again takes no lock and writes nothing).
+
+    The events are inserted before the cursor is locked, so the lock is held only for the merge
+    and the answer; their unique key (learner, client id) alone keeps each one stored once."""
     now = datetime.now(UTC)
     accepted: dict[str, StoredEvent] = {}
     rejected: list[RejectedEvent] = []
@@ -140,7 +151,6 @@ def store_and_merge(
             rejected.append(checked)
         else:
             accepted.setdefault(checked.client_id, checked)  # first copy in a batch wins
-    cursor = repository.lock_cursor(session, user_id)
     new_ids = repository.insert_new_events(
         session,
         user_id,
@@ -156,12 +166,15 @@ def store_and_merge(
             for e in accepted.values()
         ],
     )
+    if not new_ids:
+        return rejected, None
     by_lesson: dict[str, list[StoredEvent]] = defaultdict(list)
     for client_id in new_ids:
         event = accepted[client_id]
         by_lesson[event.lesson_id].append(event)
+    cursor = repository.lock_cursor(session, user_id)
     _merge_into_lessons(session, cursor, user_id, by_lesson, now)
-    return rejected
+    return rejected, cursor.version
 
 
 def _merge_into_lessons(
@@ -196,12 +209,16 @@ def _merge_into_lessons(
     session.flush()
 
 
-def changes_since(session: Session, user_id: uuid.UUID, since: int | None) -> ProgressState:
+def changes_since(
+    session: Session, user_id: uuid.UUID, since: int | None, *, version: int | None = None
+) -> ProgressState:
     """Lessons changed after cursor `since` (all of them if None, or if the cursor is from a
-    different history, e.g. a restored database), and the current cursor."""
+    different history, e.g. a restored database), and the current cursor (`version`: the
+    cursor this transaction holds locked, else it is read)."""
     # The cursor is read before the lessons: a change committed in between is sent again next
     # time (harmless) instead of being skipped.
-    version = repository.current_version(session, user_id)
+    if version is None:
+        version = repository.current_version(session, user_id)
     start = 0 if since is None or since > version else since
     lessons = repository.lessons_changed_since(session, user_id, start)
     return ProgressState(lessons={row.lesson_id: to_public(row) for row in lessons}, cursor=version)

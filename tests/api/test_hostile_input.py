@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -117,6 +118,42 @@ def test_a_body_over_the_limit_is_refused_with_413(client: TestClient) -> None:
     )
     assert response.status_code == 413
     assert response.json()["code"] == "too_large"
+
+
+def test_a_body_without_a_length_is_refused_before_it_is_read_whole(app: FastAPI) -> None:
+    """A chunked body (no Content-Length) past the cap: 413 while reading, the rest unread."""
+    chunk, chunks = 64 * 1024, 64  # 4 MiB offered against the 1 MiB cap
+    pulled = 0
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": b"a" * chunk, "more_body": pulled < chunks}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/auth/register",
+        "raw_path": b"/api/v1/auth/register",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"testserver")],
+        "client": ("127.0.0.1", 1234),
+        "server": ("testserver", 80),
+        "state": {},
+    }
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 413
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")  # type: ignore[misc]
+    assert json.loads(body)["code"] == "too_large"
+    assert pulled * chunk <= 1024 * 1024 + chunk  # read no further than the cap
 
 
 def test_a_score_above_the_maximum_is_rejected(client: TestClient, session: Session) -> None:

@@ -54,7 +54,8 @@ def page_csrf_token(html: str) -> str:
 
 
 def browser_sign_up(client: TestClient, email: str | None = None) -> str:
-    """Register through the web form like a browser; returns the CSRF token of the session."""
+    """Register through the web form like a browser, then sign in (registering signs nobody
+    in); returns the CSRF token of the session."""
     email = email or f"web{next(_numbers)}@example.org"
     token = page_csrf_token(client.get("/register").text)
     response = client.post(
@@ -70,5 +71,13 @@ def browser_sign_up(client: TestClient, email: str | None = None) -> str:
         follow_redirects=False,
     )
     assert response.status_code == 303, response.text
+    assert response.headers["location"].startswith("/login?registered=1")
+    signed_in = client.post(
+        "/login",
+        data={"email": email, "password": PASSWORD, "csrf_token": token, "next": "/"},
+        headers={"Origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert signed_in.status_code == 303, signed_in.text
     assert "rdv_session" in client.cookies
     return token

@@ -6,24 +6,15 @@ The reset mail goes through a real SMTP server (aiosmtpd) that the test starts o
 from __future__ import annotations
 
 import re
-import socket
 import uuid
-from collections.abc import Iterator
-from email import message_from_bytes
 from email.header import decode_header, make_header
-from email.message import Message
 
-import pytest
-from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope
-from aiosmtpd.smtp import Session as SMTPSession
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.config import Settings
 from app.db import Base, import_all_models
+from tests.auth.conftest import Inbox
 from tests.auth.factories import (
     PASSWORD,
     bearer,
@@ -111,37 +102,11 @@ def test_deleting_the_account_removes_everything_personal(
     assert _token(client, "leaving@example.org", PASSWORD) is None
 
 
-class _Inbox:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def handle_DATA(self, server: SMTP, session: SMTPSession, envelope: Envelope) -> str:
-        self.messages.append(message_from_bytes(envelope.content or b""))
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def inbox(app: FastAPI) -> Iterator[_Inbox]:
-    """A real SMTP server on loopback; the app's settings point at it."""
-    handler = _Inbox()
-    with socket.socket() as probe:  # a free port (aiosmtpd checks readiness by connecting)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        app.state.settings = Settings(
-            smtp_host="127.0.0.1", smtp_port=port, base_url="http://rdv.example"
-        )
-        yield handler
-    finally:
-        controller.stop()
-
-
 def test_a_forgotten_password_is_reset_through_the_mailed_link(
-    client: TestClient, inbox: _Inbox
+    client: TestClient, inbox: Inbox
 ) -> None:
     phone = register_and_sign_in(client, "forgot@example.org")
+    inbox.messages.clear()  # the welcome mail
     unknown = client.post("/api/v1/auth/password-reset", json={"email": "nobody@example.org"})
     known = client.post("/api/v1/auth/password-reset", json={"email": "Forgot@Example.org"})
     assert unknown.status_code == known.status_code == 202
@@ -169,7 +134,7 @@ def test_a_forgotten_password_is_reset_through_the_mailed_link(
     assert again.status_code == 400 and again.json()["code"] == "reset_token_invalid"
 
 
-def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: _Inbox) -> None:
+def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: Inbox) -> None:
     browser_sign_up(client, "pages@example.org")
     html = {"Origin": "http://testserver", "Accept": "text/html"}
     token = page_csrf_token(client.get("/account/password").text)
@@ -224,10 +189,9 @@ def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: _I
     assert _token(client, "pages@example.org", "amber lantern orchard") is None
 
 
-def test_the_reset_mail_is_in_the_language_of_the_request(
-    client: TestClient, inbox: _Inbox
-) -> None:
+def test_the_reset_mail_is_in_the_language_of_the_request(client: TestClient, inbox: Inbox) -> None:
     register_and_sign_in(client, "unutkan@example.org")
+    inbox.messages.clear()  # the welcome mail
     asked = client.post(
         "/api/v1/auth/password-reset",
         json={"email": "unutkan@example.org"},

@@ -22,15 +22,12 @@ def _event(event_id: str) -> dict[str, object]:
 
 
 def test_session_cookie_is_httponly_and_samesite(client: TestClient) -> None:
-    token = page_csrf_token(client.get("/register").text)
+    browser_sign_up(client, "c@example.org")
+    client.cookies.delete("rdv_session")
+    token = page_csrf_token(client.get("/login").text)
     response = client.post(
-        "/register",
-        data={
-            "email": "c@example.org",
-            "display_name": "C",
-            "password": PASSWORD,
-            "csrf_token": token,
-        },
+        "/login",
+        data={"email": "c@example.org", "password": PASSWORD, "csrf_token": token},
         headers=ORIGIN,
         follow_redirects=False,
     )

@@ -21,6 +21,7 @@ from app.db import make_engine
 from app.submissions.models import DONE, Submission
 from tests.coach.conftest import EXERCISE, run_of
 from tests.coach.fake_llm import FakeModel
+from tests.e2e.accounts import register_and_sign_in
 from tests.e2e.conftest import LiveServer, start_live_server, stop_live_server
 
 LESSON_URL = "/lessons/ddp-fundamentals"
@@ -32,12 +33,7 @@ def sign_up(browser: Any, server: LiveServer, **context_options: Any) -> tuple[A
     context.set_default_timeout(30_000)
     page = context.new_page()
     email = f"e2e-coach-{next(_numbers)}-{time.time_ns()}@example.org"
-    page.goto("/register")
-    page.fill("#display_name", "Ada")
-    page.fill("#email", email)
-    page.fill("#password", "correct horse battery staple")
-    page.locator("form button[type=submit]").last.click()
-    page.wait_for_load_state()
+    register_and_sign_in(page, name="Ada", email=email, password="correct horse battery staple")
     return page, email
 
 

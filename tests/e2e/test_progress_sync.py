@@ -7,6 +7,8 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.e2e.accounts import register, sign_in_after_registering
+
 LESSON = "ddp-fundamentals"
 
 
@@ -15,12 +17,10 @@ def _is_sync(response: Any) -> bool:
 
 
 def test_progress_is_recorded_and_the_page_resumes(page: Any) -> None:
-    page.goto(f"/register?next=/lessons/{LESSON}")
-    page.fill("#display_name", "Chromium")
-    page.fill("#email", f"e2e-{uuid.uuid4().hex[:8]}@example.org")
-    page.fill("#password", "correct horse battery")
+    email, password = f"e2e-{uuid.uuid4().hex[:8]}@example.org", "correct horse battery"
+    register(page, name="Chromium", email=email, password=password, next=f"/lessons/{LESSON}")
     with page.expect_response(_is_sync) as first:
-        page.click("form.auth-form button[type=submit]")
+        sign_in_after_registering(page, email=email, password=password)
     assert first.value.status == 200  # the position at load
     page.wait_for_load_state()
     assert urlsplit(page.url).path == f"/lessons/{LESSON}"  # with the welcome after registering

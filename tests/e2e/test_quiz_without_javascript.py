@@ -12,6 +12,7 @@ import pytest
 
 from app.config import REPO_ROOT
 from app.content.loader import load_catalog
+from tests.e2e.accounts import register, sign_in_after_registering
 from tests.e2e.conftest import LiveServer
 
 CATALOG = load_catalog(REPO_ROOT / "lessons")
@@ -34,11 +35,9 @@ def test_a_no_js_answer_shows_up_on_the_course_page(browser: Any, live_server: L
     context.set_default_timeout(20_000)
     try:
         page = context.new_page()
-        page.goto("/register?next=/")
-        page.fill("#display_name", "No Script")
-        page.fill("#email", f"nojs-{uuid.uuid4().hex[:8]}@example.org")
-        page.fill("#password", "correct horse battery")
-        page.click("form.auth-form button[type=submit]")
+        email, password = f"nojs-{uuid.uuid4().hex[:8]}@example.org", "correct horse battery"
+        register(page, name="No Script", email=email, password=password)
+        sign_in_after_registering(page, email=email, password=password)
         page.wait_for_url(f"{live_server.url}/?welcome=1")  # a new account is welcomed once
         assert "No Script" in page.locator(".notice--welcome").inner_text()
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from app.content.service import get_exercise
+from tests.e2e.accounts import register_and_sign_in
 from tests.e2e.conftest import LiveServer, start_live_server, stop_live_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.sandbox]
@@ -38,12 +39,8 @@ def signed_in_page(browser: Any, server: LiveServer, **context_options: Any) -> 
     context = browser.new_context(base_url=server.url, **context_options)
     context.set_default_timeout(30_000)
     page = context.new_page()
-    page.goto("/register")
-    page.fill("#display_name", "Ada")
-    page.fill("#email", f"e2e-submit-{next(_numbers)}-{time.time_ns()}@example.org")
-    page.fill("#password", "correct horse battery staple")
-    page.locator("form button[type=submit]").last.click()
-    page.wait_for_load_state()
+    email = f"e2e-submit-{next(_numbers)}-{time.time_ns()}@example.org"
+    register_and_sign_in(page, name="Ada", email=email, password="correct horse battery staple")
     return page
 
 
