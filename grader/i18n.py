@@ -34,6 +34,7 @@ SUMMARY_PASSED_SKIPPED = "All {passed} checks passed ({skipped} not applicable h
 WITH_RANKS = "With {ranks} ranks: {message}"
 WITH_ONE_RANK = "With 1 rank: {message}"
 AS_NODES = "As a {nodes}-node job ({ranks} ranks): {message}"
+PLATFORM_FAILED = "The grader failed; this does not count."
 
 
 class Message(str):
@@ -152,6 +153,10 @@ def localize_result(
         locale,
     )
     out["checks"] = [localize_check(check, locale, hints) for check in result.get("checks") or []]
+    if result.get("error_id"):
+        out["error"] = render(
+            result["error_id"], result.get("error") or "", result.get("error_params") or {}, locale
+        )
     return out
 
 
