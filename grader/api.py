@@ -14,9 +14,8 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
 
-from grader.checks.base import Outcome, RunView, get_check
+from grader.checks.base import Outcome, RankView, RunView, get_check
 from grader.checks.sampler import sampler_artifact
 from grader.contract import (
     CheckResult,
@@ -28,6 +27,7 @@ from grader.contract import (
     Timings,
     localize,
 )
+from grader.events import HarnessError, Init, ProgramException
 from grader.faults import place_faults
 from grader.i18n import (
     AS_NODES,
@@ -81,12 +81,16 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     unknown = [c for c in job.spec.checks if get_check(c) is None]
     if unknown:
         return Result.platform_error(
-            f"the exercise names checks the grader does not know: {unknown}"
+            msg(
+                "platform.unknown_checks",
+                "the exercise names checks the grader does not know: {checks}",
+                checks=str(unknown),
+            )
         )
     try:
         sandbox = get_sandbox(sandbox_name)
     except (SandboxUnavailable, ValueError, ImportError) as exc:
-        return Result.platform_error(f"the sandbox is not available: {exc}")
+        return Result.platform_error(_no_sandbox(exc))
     runs: list[tuple[Launch, RunView, dict[str, Outcome]]] = []
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
@@ -102,7 +106,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         try:
             view, _ = run_launch(job, launch, sandbox, emit)
         except SandboxUnavailable as exc:
-            return Result.platform_error(f"the sandbox is not available: {exc}")
+            return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
         views.append(view)
         if view.platform_error:
@@ -174,22 +178,32 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     )
 
 
+def _no_sandbox(exc: Exception) -> str:
+    return msg("platform.no_sandbox", "the sandbox is not available: {error}", error=str(exc))
+
+
 def harness_failure(job: Job, view: RunView) -> str | None:
     """A failure of the grader's own harness in any rank: the run was observed only in part, so
     no verdict is given; the stacks go to the worker log."""
-    failures = view.events("harness_error")
+    failures = view.typed(HarnessError)
     for rank, e in failures:
         log.error(
             "grading %s: the harness failed in %s on rank %s:\n%s",
             job.submission_id,
-            e.get("where"),
+            e.where,
             rank,
-            e.get("traceback") or e.get("error"),
+            e.traceback or e.error,
         )
     if not failures:
         return None
     rank, first = failures[0]
-    return f"the grader's harness failed ({first.get('where')}, rank {rank}): {first.get('error')}"
+    return msg(
+        "platform.harness_failed",
+        "the grader's harness failed ({where}, rank {rank}): {error}",
+        where=first.where,
+        rank=rank,
+        error=first.error,
+    )
 
 
 def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
@@ -283,20 +297,20 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
 
 
 def _backend(view: RunView, launch: Launch) -> str:
-    for _, e in view.events("init"):
-        backend = e.get("backend")
+    for _, e in view.typed(Init):
+        backend = e.backend
         if backend and backend != "undefined" and ":" not in backend:
             return str(backend)
         return "nccl" if launch.device == "cuda" else "gloo"
     return "nccl" if launch.device == "cuda" else "gloo"
 
 
-def _rank_result(r: Any) -> RankResult:
+def _rank_result(r: RankView) -> RankResult:
     """A rank for the Result; `stack` is its dump when stopped, else the traceback it died with."""
     stack = r.stack
-    crash = r.first("exception")
-    if crash is not None and crash.get("traceback"):
-        stack = crash["traceback"] if not stack else f"{crash['traceback']}\n{stack}"
+    crash = r.first_typed(ProgramException)
+    if crash is not None and crash.traceback:
+        stack = crash.traceback if not stack else f"{crash.traceback}\n{stack}"
     if stack and r.learner_file:
         stack = stack.replace(r.learner_file, "main.py")
     return RankResult(

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from grader.i18n import PLATFORM_FAILED, message_fields, msg
+
 MAX_CODE_BYTES = 64 * 1024
 RESULT_VERSION = 1
 
@@ -161,11 +163,26 @@ class Result(BaseModel):
     artifacts: dict[str, Any] = Field(default_factory=dict)
     timings_ms: Timings = Field(default_factory=Timings)
     error: str | None = None
+    # The error's id and parameters when the grader wrote it with grader.i18n.msg.
+    error_id: str | None = None
+    error_params: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def platform_error(cls, message: str) -> Result:
-        """A failure of the platform, never charged to the learner."""
-        return cls(status="error", summary="The grader failed; this does not count.", error=message)
+        """A failure of the platform, never charged to the learner. `message` made with
+        `grader.i18n.msg` keeps its id, so the API renders it in the viewer's language."""
+        summary = msg("platform.failed", PLATFORM_FAILED)
+        summary_id, summary_params = message_fields(summary)
+        error_id, error_params = message_fields(message)
+        return cls(
+            status="error",
+            summary=summary,
+            summary_id=summary_id,
+            summary_params=summary_params,
+            error=message,
+            error_id=error_id,
+            error_params=error_params,
+        )
 
 
 class GradeEvent(BaseModel):

@@ -42,8 +42,14 @@ class Event:
         return cls(**{key: value for key, value in raw.items() if key in names})
 
     def data(self) -> dict[str, Any]:
-        """The fields a hook sets (the tracer adds the common ones)."""
-        return {name: getattr(self, name) for name in _own_field_names(type(self))}
+        """The fields a hook sets (the tracer adds the common ones), as plain JSON values."""
+        return {name: _plain(getattr(self, name)) for name in _own_field_names(type(self))}
+
+    def record(self) -> dict[str, Any]:
+        """The whole trace record, kind and common fields included (for records written
+        outside a rank's tracer, e.g. the supervisor's `Fatal`)."""
+        common = {name: getattr(self, name) for name in _field_names(Event)}
+        return {"kind": self.KIND, **common, **self.data()}
 
 
 _NAMES: dict[type, frozenset[str]] = {}
@@ -61,6 +67,15 @@ def _own_field_names(cls: type[Event]) -> tuple[str, ...]:
         common = _field_names(Event)
         _OWN[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in common)
     return _OWN[cls]
+
+
+def _plain(value: Any) -> Any:
+    """A field's value for JSON: a nested record (e.g. `SavedStateDict`) becomes a dict."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def parse_all(cls: type[E], raws: list[dict[str, Any]]) -> list[E]:
@@ -238,62 +253,171 @@ class SetEpoch(Event):
 
 
 # --- Checkpoints, optimizer steps, losses, replay (hooks ckpt, optim, losses, amp, replay) ---
-# (section g4: field types still to be narrowed from Any)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClosureLoss(Event):
-    KIND = "closure_loss"
-    call: Any = None
-    step: Any = None
-    loss: Any = None
-    line_search: Any = None
-    line: Any = None
+class SavedStateDict:
+    """One str -> tensor mapping inside a saved object (`Save.state_dicts`), judged against the
+    bare model it fits best of every DDP wrap made before the save. Not an event of its own."""
+
+    where: str = ""  # its place in the saved object: "(the saved object)", "['model']", ...
+    n: int = 0  # how many keys
+    prefixed: int = 0  # keys starting with DDP's "module."
+    compiled_prefixed: int = 0  # keys holding torch.compile's "_orig_mod."
+    sample: list[str] = dataclasses.field(default_factory=list)  # the first few keys
+    model: bool = False  # it is a model's state_dict (most of a bare model's keys, prefixes aside)
+    # Against that bare model (empty, and `loadable` None, when no DDP model was made):
+    missing: list[str] = dataclasses.field(default_factory=list)
+    unexpected: list[str] = dataclasses.field(default_factory=list)
+    n_missing: int = 0
+    n_unexpected: int = 0
+    shape_mismatch: list[str] = dataclasses.field(default_factory=list)
+    loadable: bool | None = None  # loads into a fresh bare model (keys and shapes)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> SavedStateDict:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in raw.items() if key in names})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Fault(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "fault"
+class Save(Event):
+    """A `torch.save` returned (`ok`) or raised (`error`): what the saved object holds."""
+
+    KIND = "save"
+    path: str | None = None  # absolute; None for a buffer or an unnamed file object
+    line: int | None = None
+    ok: bool = False  # the hook always writes it: a save not known to have completed did not
+    error: str | None = None
+    type: str = ""  # the saved object's class name
+    holds: str = ""  # "ddp" (the wrapper itself), "module", "state" (state dicts), "other"
+    model_state: bool = False  # it holds the model's weights (any layout)
+    state_dicts: list[SavedStateDict] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Self:
+        event = super().parse(raw)
+        dicts = [
+            sd if isinstance(sd, SavedStateDict) else SavedStateDict.parse(sd)
+            for sd in event.state_dicts
+            if isinstance(sd, (SavedStateDict, Mapping))
+        ]
+        return dataclasses.replace(event, state_dicts=dicts)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Load(Event):
     KIND = "load"
-    path: Any = None
-    line: Any = None
-    ok: Any = None
-    error: Any = None
+    path: str | None = None
+    line: int | None = None
+    ok: bool = False
+    error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rename(Event):
+    """`os.replace` / `os.rename` returned: a file moved into place (absolute paths)."""
+
     KIND = "rename"
-    src: Any = None
-    dst: Any = None
-    line: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Replay(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "replay"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Save(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "save"
-    path: Any = None
-    line: Any = None
-    ok: Any = None
-    error: Any = None
+    src: str | None = None
+    dst: str | None = None
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Step(Event):
-    # more fields passed as **kwargs by the hook: to be declared
+    """An optimizer step returned: a digest of the parameters it updated."""
+
     KIND = "step"
+    opt: int = 0  # which optimizer, in the order they first stepped
+    n: int = 0  # its own step count (1 for its first step)
+    digest: str = ""  # a hash of every parameter of its param groups
+    sums: list[float] = dataclasses.field(default_factory=list)  # per tensor (the first 64)
+    squares: list[float] = dataclasses.field(default_factory=list)  # sums of squares
+    # Only on an optimizer's first step:
+    names: list[str] | None = None  # the parameters' names in the DDP model ("param3" if not)
+    ddp_frac: float | None = None  # the share of its parameters that belong to a DDP model
+    line: int | None = None
+    optimizer: str | None = None  # its class name
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClosureLoss(Event):
+    """The loss an `optimizer.step(closure)` with a line search got back from the closure."""
+
+    KIND = "closure_loss"
+    call: int = 0  # the closure's call count in this rank (from 1)
+    step: int = 0  # optimizer steps taken before it
+    loss: float = 0.0
+    line_search: str = ""  # the optimizer's line_search_fn
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fault(Event):
+    """The harness stopped this rank as the exercise asks (the placed `grader.contract.FaultSpec`,
+    see `grader.faults`), right after its optimizer step `after_steps`."""
+
+    KIND = "fault"
+    rank: int = 1
+    attempt: int = 0
+    after: str = "snapshot"  # "snapshot" or "steps"
+    after_steps: int = 0  # the rank's optimizer steps (every optimizer's) when it was stopped
+    exit_code: int = 1
+    # How `grader.faults` placed it: "snapshot", "steps", "no_steps", "no_snapshot",
+    # "late_snapshot"; None when it was not placed from a reference run.
+    placed: str | None = None
+    reference_steps: int = 0  # the rank's steps in the uninterrupted reference run
+    snapshot_step: int | None = None  # its steps when the reference's first snapshot was written
+    snapshot_path: str | None = None  # where that snapshot ended up
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Replay(Event):
+    """Rank 0's replay of the first optimizer step (`grader.harness.replay`): the gradient every
+    rank's micro-steps say it should have used against the one it used. Per-rank maps are keyed
+    by the rank as a string (they went through JSON)."""
+
+    KIND = "replay"
+    status: str = ""  # "ok", "zero_gradient" or "unavailable" (see `reason`)
+    reason: str | None = None
+    world_size: int | None = None
+    rel_error: float = 0.0  # |after-backward - expected| / |expected|
+    ratio: float = 1.0  # the after-backward gradient as a multiple of the expected one
+    norm_expected: float = 0.0
+    norm_actual: float = 0.0
+    worst_param: str | None = None  # the parameter furthest from its expected gradient
+    micro_steps: dict[str, int] = dataclasses.field(default_factory=dict)
+    synced_micro_steps: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Per rank, per micro-step: the gradients that reached each standard loss function's value
+    # (the factors put on the loss), and the constant factor applied last before backward.
+    loss_scales: dict[str, list[list[float]]] = dataclasses.field(default_factory=dict)
+    root_scales: dict[str, list[float | None]] = dataclasses.field(default_factory=dict)
+    backward_lines: dict[str, list[int | None]] = dataclasses.field(default_factory=dict)
+    amp_scale: float | None = None  # rank 0's GradScaler scale, when one scaled the loss
+    # The optimizer's gradient as a multiple of the after-backward one, and whether it lies on
+    # that line (clipping, unscaling and a divided gradient keep it there).
+    step_ratio: float = 1.0
+    step_parallel: bool = True
+    clipped: bool = False
+    # The stepped gradient against the mean over every micro-step of every rank of the gradient
+    # of its unscaled loss (`grader.harness.micro_mean`): "ok" or "unavailable".
+    mean_status: str = ""
+    micro_total: int = 0
+    mean_rel_error: float = 0.0
+    mean_ratio: float = 1.0
+    mean_cosine: float = 1.0
+    norm_mean: float = 0.0
+    norm_stepped: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fatal(Event):
+    """Written by the supervisor, not a hook: the rank's faulthandler dump says it died of a fatal
+    error (an abort in C++ code, a segfault); `t` is when the dump was last written."""
+
+    KIND = "fatal"
+    error: str = ""
 
 
 # --- Hand-written all-reduce, the launch environment (hooks allreduce, launch) -------------

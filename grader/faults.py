@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import RankView, RunView
+from grader.events import Rename, Save, Step
 
 
 def place_faults(faults: list[dict[str, Any]], reference: RunView | None) -> list[dict[str, Any]]:
@@ -32,7 +33,7 @@ def _place(fault: dict[str, Any], reference: RunView | None) -> dict[str, Any]:
     rank = int(fault.get("rank", 1))
     ranks = reference.ranks if reference is not None else []
     own = next((r for r in ranks if r.rank == rank), None)
-    total = len(own.of("step")) if own is not None else 0
+    total = len(own.typed(Step)) if own is not None else 0
     if total == 0:
         # The reference never stepped on that rank: its own failure is what the checks report.
         return {**fault, "after_steps": extra, "placed": "no_steps", "reference_steps": 0}
@@ -74,16 +75,15 @@ def first_snapshot(ranks: list[RankView]) -> tuple[int, str | None] | None:
     found: list[tuple[int, str | None]] = []
     for r in ranks:
         steps, saved, path = 0, False, None
-        for e in r.events:
-            kind = e.get("kind")
-            if kind == "step":
+        for e in r.typed_sequence(Step, Save, Rename):
+            if isinstance(e, Step):
                 if saved:
                     break
                 steps += 1
-            elif kind == "save" and e.get("ok") and e.get("model_state"):
-                saved, path = True, e.get("path")  # the first model save's own path
-            elif kind == "rename" and saved and e.get("src") == path:
-                path = e.get("dst")
+            elif isinstance(e, Save) and e.ok and e.model_state:
+                saved, path = True, e.path  # the first model save's own path
+            elif isinstance(e, Rename) and saved and e.src == path:
+                path = e.dst
         if saved:
             found.append((steps, path))
     return min(found, key=lambda f: f[0]) if found else None

@@ -34,6 +34,7 @@ SUMMARY_PASSED_SKIPPED = "All {passed} checks passed ({skipped} not applicable h
 WITH_RANKS = "With {ranks} ranks: {message}"
 WITH_ONE_RANK = "With 1 rank: {message}"
 AS_NODES = "As a {nodes}-node job ({ranks} ranks): {message}"
+PLATFORM_FAILED = "The grader failed; this does not count."
 
 
 class Message(str):
@@ -113,9 +114,14 @@ def _render_param(value: Any, locale: str) -> Any:
 
 class _Formatter(string.Formatter):
     """str.format plus `{n:ordinal}`: 1st, 2nd, 3rd, 11th (English templates; a translation
-    writes its own form, e.g. "{n}." in Turkish, "{n}ª" in Portuguese)."""
+    writes its own form, e.g. "{n}." in Turkish, "{n}ª" in Portuguese), and `{x:capital}`: the
+    parameter with its first letter in capitals, where it begins a sentence ("rank 1" as a
+    parameter -> "Rank 1 also wrote ...")."""
 
     def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "capital":
+            text = str(value)
+            return text[:1].upper() + text[1:]
         if format_spec == "ordinal":
             n = int(value)
             suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
@@ -147,6 +153,10 @@ def localize_result(
         locale,
     )
     out["checks"] = [localize_check(check, locale, hints) for check in result.get("checks") or []]
+    if result.get("error_id"):
+        out["error"] = render(
+            result["error_id"], result.get("error") or "", result.get("error_params") or {}, locale
+        )
     return out
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
+from grader.i18n import msg
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.supervisor import FRAME
 
@@ -224,14 +225,21 @@ def _view(
     if report is None:
         if not (outcome.timed_out or outcome.oom_killed):
             tail = "\n".join(noise[-20:]) or outcome.output[-2000:]
-            view.platform_error = (
-                f"the supervisor left no report (exit {outcome.exit_code}, "
-                f"{outcome.duration_s:.1f} s): {tail}"
+            view.platform_error = msg(
+                "platform.no_report",
+                "the supervisor left no report (exit {code}, {seconds:.1f} s): {output}",
+                code=outcome.exit_code,
+                seconds=outcome.duration_s,
+                output=tail,
             )
         # else: the job overwhelmed the sandbox before the supervisor could report (learner's).
         return view
     if report.get("launch_error"):
-        view.platform_error = f"the launcher failed: {report['launch_error']}"
+        view.platform_error = msg(
+            "platform.launch_failed",
+            "the launcher failed: {error}",
+            error=str(report["launch_error"]),
+        )
         return view
     if report.get("inspect_error"):
         log.error(
@@ -239,7 +247,10 @@ def _view(
             job.submission_id,
             report["inspect_error"],
         )
-        view.platform_error = "the grader could not inspect the checkpoints (see the worker log)"
+        view.platform_error = msg(
+            "platform.inspect_failed",
+            "the grader could not inspect the checkpoints (see the worker log)",
+        )
         return view
     view.ranks = [
         RankView(

@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from grader.events import Fatal
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.ranklogs import OutputTailer, read_traces
 
@@ -267,7 +268,7 @@ def _read_dumps(trace_dir: Path, rank: int) -> tuple[str | None, list[dict[str, 
         found = re.search(r"Fatal Python error: ([^\n]*)", text)
         if found:
             error = found.group(1).strip()[:200]
-            fatal.append({"kind": "fatal", "t": died_at, "error": error, "attempt": attempt})
+            fatal.append(Fatal(t=died_at, attempt=attempt, error=error).record())
     return ("\n".join(texts) if texts else None), fatal
 
 

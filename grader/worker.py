@@ -29,6 +29,7 @@ import procrastinate
 from grader import heartbeat
 from grader import queue_protocol as protocol
 from grader.contract import GradeEvent, Job, Result
+from grader.i18n import msg
 
 log = logging.getLogger("grader.worker")
 
@@ -160,7 +161,9 @@ def _grade_safely(
         return grade(job, on_event=on_event, sandbox=sandbox)
     except Exception as exc:  # the grader must not crash; if it does, it is ours, not theirs
         log.exception("grading %s crashed", job.submission_id)
-        return Result.platform_error(f"The grader crashed: {exc}")
+        return Result.platform_error(
+            msg("platform.crashed", "The grader crashed: {error}", error=str(exc))
+        )
 
 
 async def retry_stalled_jobs(app: procrastinate.App, *, seconds_since_heartbeat: float) -> int:

@@ -35,7 +35,9 @@ def _hints(exercise: str) -> dict[str, Any]:
 
 
 def render_result(result: dict[str, Any] | None, exercise: str, locale: str) -> Any:
-    if result is None or result.get("status") == "error":
+    """The Result in `locale`; a platform error too (its summary, and its error when the grader
+    wrote it with an id)."""
+    if result is None:
         return result
     return localize_result(result, locale, _hints(exercise))
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grader.events import E, End, Start, parse_all
+from grader.events import E, End, Event, Start, Step, parse_all
 from grader.i18n import Message, msg
 
 Status = Literal["pass", "fail", "skip"]
@@ -69,6 +69,16 @@ class RankView:
     def first_typed(self, kind: type[E]) -> E | None:
         found = self.typed(kind)
         return found[0] if found else None
+
+    def typed_in_attempt(self, attempt: int, kind: type[E]) -> list[E]:
+        """This rank's records of one kind in one attempt (torchelastic restart), typed."""
+        return [e for e in self.typed(kind) if e.attempt == attempt]
+
+    def typed_sequence(self, *kinds: type[Event]) -> list[Event]:
+        """This rank's records of several kinds, typed, in the order they were written (tell
+        them apart with isinstance)."""
+        by_kind = {kind.KIND: kind for kind in kinds}
+        return [by_kind[e["kind"]].parse(e) for e in self.events if e.get("kind") in by_kind]
 
     @property
     def end(self) -> End | None:
@@ -234,6 +244,11 @@ def ordinal(n: int) -> str:
 def plural(n: int, word: str) -> str:
     """(1, "save") -> "1 save"; (2, "save") -> "2 saves"."""
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def first_optimizer(steps: list[Step]) -> list[Step]:
+    """The steps among `steps` of the first optimizer that stepped."""
+    return [e for e in steps if e.opt == steps[0].opt] if steps else []
 
 
 def first_optimizer_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

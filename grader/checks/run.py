@@ -1,4 +1,5 @@
-"""The run as a whole: it finished, joined and left the process group, used its own GPU."""
+"""The run as a whole: every rank ran the program to its end, and if not, which rank failed first
+and why (the process group and the devices: `grader.checks.dist`)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from typing import Any
 
 from grader.checks.base import (
     Outcome,
+    RankView,
     RunView,
     check,
     failed,
     passed,
     ranks_text,
-    skipped,
     stack_line,
 )
+from grader.events import Fatal, ProgramException
+from grader.i18n import Message, msg
 
 
 def _signal_name(code: int) -> str:
@@ -31,6 +34,19 @@ def _first_line(text: str) -> str:
     return lines[-1].strip()[:300].rstrip(".") if lines else ""
 
 
+def _stop(text: str) -> str:
+    """The full stop a sentence ending with `text` still needs ("" after a ? or !)."""
+    return "" if text.endswith((".", "?", "!")) else "."
+
+
+def _joined(parts: list[Message]) -> Message:
+    """ "a; b; c", each part translated on its own."""
+    joined = parts[-1]
+    for part in reversed(parts[:-1]):
+        joined = msg("run.list", "{first}; {rest}", first=part, rest=joined)
+    return joined
+
+
 @check(
     "run.completed",
     title="Every rank runs to the end",
@@ -39,78 +55,148 @@ def _first_line(text: str) -> str:
 )
 def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     if run.timed_out:
-        parts, first_rank, first_line = [], None, None
-        for r in run.ranks:
-            end = r.end
-            if end is not None:
-                parts.append(f"rank {r.rank} had finished")
-                continue
-            line = stack_line(r.stack, r.learner_file)
-            if line is not None:
-                parts.append(f"rank {r.rank} was stuck {run.at(line)}")
-                if first_rank is None:
-                    first_rank, first_line = r.rank, line
-            else:
-                parts.append(
-                    f"rank {r.rank} was not running your code (still starting, or in torch)"
-                )
-        return failed(
-            f"The run did not finish within {run.wall_seconds:g} s and was stopped: "
-            + "; ".join(parts)
-            + ".",
-            rank=first_rank,
-            line=first_line,
-        )
+        return _timed_out(run)
     crashes = sorted(
-        ((e.get("t", 0.0), rank, e) for rank, e in run.events("exception")), key=lambda x: x[0]
+        ((e.t, rank, e) for rank, e in run.typed(ProgramException)), key=lambda x: x[0]
     )
     failures = _failures(run)
     if failures:
         first = failures[0]
-        if first.exception is not None and _is_store_timeout(first.exception.get("message", "")):
+        if first.exception is not None and _is_store_timeout(first.exception.message):
             return _store_timeout(first)
-        if first.exception is not None and _is_timeout(first.exception.get("message", "")):
+        if first.exception is not None and _is_timeout(first.exception.message):
             return _collective_timeout(run, crashes)
         others = sorted({f.rank for f in failures[1:]} - {first.rank})
-        msg = _sentence(f"Rank {first.rank} failed first{first.what}")
-        if others:
-            msg += (
-                f" Then {ranks_text(others)} failed too "
-                "(usually a consequence: their peer was gone)."
+        text = first.headline
+        if len(others) == 1:
+            text = msg(
+                "run.then_failed",
+                "{failure} Then {ranks} failed too (usually a consequence: their peer was gone).",
+                failure=first.headline,
+                ranks=ranks_text(others),
             )
-        return failed(msg, rank=first.rank, line=first.line)
+        elif others:  # a sentence of its own per number: the verb agrees in tr and pt-BR
+            text = msg(
+                "run.then_failed_many",
+                "{failure} Then {ranks} failed too (usually a consequence: their peer was gone).",
+                failure=first.headline,
+                ranks=ranks_text(others),
+            )
+        return failed(text, rank=first.rank, line=first.line)
     exits = [(r.rank, r.end) for r in run.ranks if r.end and r.end.status == "exit"]
     if exits:
         rank, end = exits[0]
         return failed(
-            f"Rank {rank} called sys.exit({end.exit_code}): a non-zero exit means failure.",
+            msg(
+                "run.sys_exit",
+                "Rank {rank} called sys.exit({code}): a non-zero exit means failure.",
+                rank=rank,
+                code=end.exit_code,
+            ),
             rank=rank,
         )
     missing = [r for r in run.ranks if r.end is None]
     if missing:
-        # Ranks the launcher stopped (SIGTERM) because another one died come last.
-        missing.sort(key=lambda r: r.exit_code == -signal.SIGTERM)
-        r = missing[0]
-        if r.exit_code is not None and r.exit_code < 0:
-            why = _killed_text(run, r)
-        elif r.exit_code is not None:
-            why = f"exited with code {r.exit_code} without finishing your program (os._exit?)"
-        else:
-            why = "stopped before finishing"
-        line = stack_line(r.stack, r.learner_file)
-        return failed(
-            f"Rank {r.rank} {why}" + (f"; it was {run.at(line)}" if line else "") + ".",
-            rank=r.rank,
-            line=line,
-        )
-    note = ""
+        return _unfinished(run, missing)
     aborted = [r.rank for r in run.ranks if r.exit_code not in (0, None)]
-    if aborted:
-        note = (
-            f" ({ranks_text(aborted)} then aborted in torch's own teardown after finishing: "
-            "not your code's fault)"
+    if len(aborted) == 1:
+        return passed(
+            msg(
+                "run.all_finished_teardown",
+                "All {n} ranks ran your program to the end ({ranks} then aborted in torch's own "
+                "teardown after finishing: not your code's fault).",
+                n=run.world_size,
+                ranks=ranks_text(aborted),
+            )
         )
-    return passed(f"All {run.world_size} ranks ran your program to the end{note}.")
+    if aborted:
+        return passed(
+            msg(
+                "run.all_finished_teardown_many",
+                "All {n} ranks ran your program to the end ({ranks} then aborted in torch's own "
+                "teardown after finishing: not your code's fault).",
+                n=run.world_size,
+                ranks=ranks_text(aborted),
+            )
+        )
+    return passed(
+        msg(
+            "run.all_finished",
+            "All {n} ranks ran your program to the end.",
+            n=run.world_size,
+        )
+    )
+
+
+def _timed_out(run: RunView) -> Outcome:
+    """The wall clock stopped the run: where every rank was."""
+    parts: list[Message] = []
+    first_rank, first_line = None, None
+    for r in run.ranks:
+        if r.end is not None:
+            parts.append(msg("run.rank_finished", "rank {rank} had finished", rank=r.rank))
+            continue
+        line = stack_line(r.stack, r.learner_file)
+        if line is not None:
+            parts.append(
+                msg(
+                    "run.rank_stuck",
+                    "rank {rank} was stuck {where}",
+                    rank=r.rank,
+                    where=run.at(line),
+                )
+            )
+            if first_rank is None:
+                first_rank, first_line = r.rank, line
+        else:
+            parts.append(
+                msg(
+                    "run.rank_not_in_code",
+                    "rank {rank} was not running your code (still starting, or in torch)",
+                    rank=r.rank,
+                )
+            )
+    if not parts:
+        parts.append(msg("run.no_rank", "no rank had started"))
+    return failed(
+        msg(
+            "run.timed_out",
+            "The run did not finish within {seconds:g} s and was stopped: {ranks}.",
+            seconds=run.wall_seconds,
+            ranks=_joined(parts),
+        ),
+        rank=first_rank,
+        line=first_line,
+    )
+
+
+def _unfinished(run: RunView, missing: list[RankView]) -> Outcome:
+    """Ranks that never reached the end of the program, with no exception of their own."""
+    # Ranks the launcher stopped (SIGTERM) because another one died come last.
+    missing.sort(key=lambda r: r.exit_code == -signal.SIGTERM)
+    r = missing[0]
+    if r.exit_code is not None and r.exit_code < 0:
+        why = _killed_text(run, r)
+    elif r.exit_code is not None:
+        why = msg(
+            "run.exited_early",
+            "exited with code {code} without finishing your program (os._exit?)",
+            code=r.exit_code,
+        )
+    else:
+        why = msg("run.stopped_early", "stopped before finishing")
+    line = stack_line(r.stack, r.learner_file)
+    if line:
+        text = msg(
+            "run.unfinished_at",
+            "Rank {rank} {why}; it was {where}.",
+            rank=r.rank,
+            why=why,
+            where=run.at(line),
+        )
+    else:
+        text = msg("run.unfinished", "Rank {rank} {why}.", rank=r.rank, why=why)
+    return failed(text, rank=r.rank, line=line)
 
 
 # An error a rank gets because a peer went away: a consequence, never the first failure when the
@@ -128,10 +214,31 @@ _PEER_GONE = (
 class _Failure:
     rank: int
     t: float  # when it happened; inf when nothing says
-    what: str  # ", at line 42 (`code`): RuntimeError: ..." (follows "Rank r failed first")
+    headline: Message  # "Rank 0 failed first, at line 42 (`code`): RuntimeError: ..."
     line: int | None
     consequence: bool = False  # the peer-gone error of a rank whose peer failed
-    exception: dict[str, Any] | None = None
+    exception: ProgramException | None = None
+
+
+def _raised(run: RunView, rank: int, e: ProgramException) -> _Failure:
+    error = _first_line(e.message)
+    headline = msg(
+        "run.failed_raised",
+        "Rank {rank} failed first, {where}: {type}: {error}{stop}",
+        rank=rank,
+        where=run.at(e.line) or msg("run.before_your_code", "before reaching your code"),
+        type=e.type,
+        error=error,
+        stop=_stop(error),
+    )
+    return _Failure(
+        rank=rank,
+        t=e.t,
+        headline=headline,
+        line=e.line,
+        consequence=any(p in e.message.lower() for p in _PEER_GONE),
+        exception=e,
+    )
 
 
 def _failures(run: RunView) -> list[_Failure]:
@@ -142,20 +249,7 @@ def _failures(run: RunView) -> list[_Failure]:
     one that called sys.exit(n) are candidates; a peer's "connection reset" comes after them, and
     ranks the launcher stopped (SIGTERM) are not failures of their own.
     """
-    found: list[_Failure] = []
-    for rank, e in run.events("exception"):
-        message = e.get("message", "")
-        at = run.at(e.get("line")) or "before reaching your code"
-        found.append(
-            _Failure(
-                rank=rank,
-                t=float(e.get("t", 0.0)),
-                what=f", {at}: {e.get('type')}: {_first_line(message)}",
-                line=e.get("line"),
-                consequence=any(p in message.lower() for p in _PEER_GONE),
-                exception=e,
-            )
-        )
+    found = [_raised(run, rank, e) for rank, e in run.typed(ProgramException)]
     if not found:
         return []
     raised = {f.rank for f in found}
@@ -163,42 +257,65 @@ def _failures(run: RunView) -> list[_Failure]:
         if r.rank in raised:
             continue
         if r.end is not None and r.end.status == "exit":
-            found.append(
-                _Failure(
-                    rank=r.rank,
-                    t=r.end.t,
-                    what=f": it called sys.exit({r.end.exit_code}), and a non-zero exit "
-                    "means failure",
-                    line=r.end.line,
-                )
+            headline = msg(
+                "run.failed_exit",
+                "Rank {rank} failed first: it called sys.exit({code}), and a non-zero exit means "
+                "failure.",
+                rank=r.rank,
+                code=r.end.exit_code,
             )
+            found.append(_Failure(rank=r.rank, t=r.end.t, headline=headline, line=r.end.line))
         elif r.end is None and r.exit_code is not None and r.exit_code < 0:
-            fatal = r.of("fatal")
+            fatal = r.typed(Fatal)
             if r.exit_code == -signal.SIGTERM and not fatal:
                 continue  # the launcher stopped it because another rank had failed
-            line = stack_line(r.stack, r.learner_file)
-            found.append(
-                _Failure(
-                    rank=r.rank,
-                    t=float(fatal[-1].get("t", math.inf)) if fatal else math.inf,
-                    what=(f", {run.at(line)}: it " if line else ": it ") + _killed_text(run, r),
-                    line=line,
-                )
-            )
+            found.append(_killed_failure(run, r, fatal[-1].t if fatal else math.inf))
     return sorted(found, key=lambda f: (f.consequence, f.t, f.rank))
 
 
-def _killed_text(run: RunView, r: Any) -> str:
+def _killed_failure(run: RunView, r: RankView, t: float) -> _Failure:
+    killed = _killed_text(run, r)
+    line = stack_line(r.stack, r.learner_file)
+    if line:
+        headline = msg(
+            "run.failed_killed_at",
+            "Rank {rank} failed first, {where}: it {killed}{stop}",
+            rank=r.rank,
+            where=run.at(line),
+            killed=killed,
+            stop=_stop(killed),
+        )
+    else:
+        headline = msg(
+            "run.failed_killed",
+            "Rank {rank} failed first: it {killed}{stop}",
+            rank=r.rank,
+            killed=killed,
+            stop=_stop(killed),
+        )
+    return _Failure(rank=r.rank, t=t, headline=headline, line=line)
+
+
+def _killed_text(run: RunView, r: RankView) -> Message:
     """ "was killed by SIGABRT; its output says: ..." for a rank that died of a signal."""
-    why = f"was killed by {_signal_name(r.exit_code)}"
-    if run.oom_killed or r.exit_code == -signal.SIGKILL:
-        why += " (most likely it ran out of memory)"
+    values: dict[str, Any] = {"signal": _signal_name(r.exit_code or 0)}
+    oom = run.oom_killed or r.exit_code == -signal.SIGKILL
     reason = _abort_reason(r.output)
-    return why + (f"; its output says: {reason}" if reason else "")
-
-
-def _sentence(text: str) -> str:
-    return text if text.endswith((".", "?", "!")) else text + "."
+    if reason:
+        values["reason"] = reason
+        if oom:
+            return msg(
+                "run.killed_oom_says",
+                "was killed by {signal} (most likely it ran out of memory); its output says: "
+                "{reason}",
+                **values,
+            )
+        return msg("run.killed_says", "was killed by {signal}; its output says: {reason}", **values)
+    if oom:
+        return msg(
+            "run.killed_oom", "was killed by {signal} (most likely it ran out of memory)", **values
+        )
+    return msg("run.killed", "was killed by {signal}", **values)
 
 
 def _abort_reason(output: str) -> str:
@@ -211,15 +328,6 @@ def _abort_reason(output: str) -> str:
         if ln.startswith("terminate called"):
             return ln[:300]
     return ""
-
-
-def _needed_a_group(run: RunView) -> bool:
-    """Some rank failed because there was no process group."""
-    return any(
-        "process group has not been initialized" in e.get("message", "").lower()
-        or "init_process_group" in e.get("message", "")
-        for _, e in run.events("exception")
-    )
 
 
 def _is_timeout(message: str) -> bool:
@@ -238,153 +346,53 @@ def _is_store_timeout(message: str) -> bool:
 def _store_timeout(first: _Failure) -> Outcome:
     """A rank timed out connecting to a store: the address it was given has no store behind it."""
     return failed(
-        _sentence(f"Rank {first.rank} failed first{first.what}")
-        + " It timed out connecting to the process group's store: nothing listens at that "
-        "address. Under torchrun the store already runs at MASTER_ADDR:MASTER_PORT and every "
-        "worker only connects to it, so an init_method, MASTER_ADDR or MASTER_PORT fixed in the "
-        "code sends the workers where no store runs. Use the default env:// init.",
+        msg(
+            "run.store_timeout",
+            "{failure} It timed out connecting to the process group's store: nothing listens at "
+            "that address. Under torchrun the store already runs at MASTER_ADDR:MASTER_PORT and "
+            "every worker only connects to it, so an init_method, MASTER_ADDR or MASTER_PORT "
+            "fixed in the code sends the workers where no store runs. Use the default env:// "
+            "init.",
+            failure=first.headline,
+        ),
         rank=first.rank,
         line=first.line,
     )
 
 
-def _collective_timeout(run: RunView, crashes: list[tuple[float, int, dict[str, Any]]]) -> Outcome:
+def _collective_timeout(
+    run: RunView, crashes: list[tuple[float, int, ProgramException]]
+) -> Outcome:
     """The process group's timeout fired: name where every rank was waiting."""
     by_rank = {rank: e for _, rank, e in reversed(crashes)}
-    parts = []
+    parts: list[Message] = []
     for r in run.ranks:
         e = by_rank.get(r.rank)
         if e is not None:
-            parts.append(f"rank {r.rank} was waiting {run.at(e.get('line'))}")
+            parts.append(
+                msg(
+                    "run.rank_waiting",
+                    "rank {rank} was waiting {where}",
+                    rank=r.rank,
+                    where=run.at(e.line),
+                )
+            )
         elif r.end is not None:
-            parts.append(f"rank {r.rank} had finished")
+            parts.append(msg("run.rank_finished", "rank {rank} had finished", rank=r.rank))
+        elif line := stack_line(r.stack, r.learner_file):
+            parts.append(
+                msg("run.rank_was_at", "rank {rank} was {where}", rank=r.rank, where=run.at(line))
+            )
         else:
-            line = stack_line(r.stack, r.learner_file)
-            parts.append(f"rank {r.rank} was " + (run.at(line) if line else "elsewhere"))
+            parts.append(msg("run.rank_elsewhere", "rank {rank} was elsewhere", rank=r.rank))
     _, rank, first = crashes[0]
     return failed(
-        "The ranks never met in the same collective and the process group's timeout ended the "
-        "run: "
-        + "; ".join(parts)
-        + ". Every rank must call the same collectives in the same order.",
+        msg(
+            "run.collective_timeout",
+            "The ranks never met in the same collective and the process group's timeout ended "
+            "the run: {ranks}. Every rank must call the same collectives in the same order.",
+            ranks=_joined(parts),
+        ),
         rank=rank,
-        line=first.get("line"),
+        line=first.line,
     )
-
-
-@check(
-    "dist.init",
-    title="Every rank joins the process group",
-    hint="Call dist.init_process_group() once at the start of every rank: backend 'nccl' on "
-    "GPUs, 'gloo' on CPU. torchrun already set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
-)
-def dist_init(run: RunView, params: dict[str, Any]) -> Outcome:
-    errors = run.events("init_error")
-    if errors:
-        rank, e = errors[0]
-        return failed(
-            f"Rank {rank} could not join the process group {run.at(e.get('line'))}: "
-            f"{e.get('error')}",
-            rank=rank,
-            line=e.get("line"),
-        )
-    inits = {rank: e for rank, e in run.events("init")}
-    missing = [r.rank for r in run.ranks if r.rank not in inits]
-    if missing:
-        early = run.not_reached("every rank joined the process group")
-        if early and not inits and not _needed_a_group(run):
-            return early
-        return failed(
-            f"{ranks_text(missing).capitalize()} never called init_process_group(), so "
-            "the processes never formed a group"
-            + (": each trained alone." if run.complete else "."),
-            rank=missing[0],
-        )
-    for rank, e in inits.items():
-        if e.get("world_size") != run.world_size:
-            return failed(
-                f"Rank {rank} joined a group of {e.get('world_size')} processes, but "
-                f"{run.world_size} were launched.",
-                rank=rank,
-                line=e.get("line"),
-            )
-        if e.get("rank") != rank:
-            return failed(
-                f"The process torchrun launched as rank {rank} joined as rank {e.get('rank')}: "
-                "do not hard-code the rank.",
-                rank=rank,
-                line=e.get("line"),
-            )
-    backend = inits[0].get("backend") or "undefined"
-    requested = inits[0].get("requested")
-    if run.device == "cuda" and "nccl" not in str(requested or backend):
-        return failed(
-            f"On this GPU worker the group uses backend {requested or backend!r}; "
-            "GPUs need 'nccl'.",
-            rank=0,
-            line=inits[0].get("line"),
-        )
-    how = f"backend {requested}" if requested else "the default backend"
-    return passed(f"All {run.world_size} ranks joined the process group ({how}).")
-
-
-@check(
-    "dist.cleanup",
-    title="Every rank leaves the process group",
-    hint="Call dist.destroy_process_group() at the end of every rank, in a `finally:` so it "
-    "also runs when training raises.",
-)
-def dist_cleanup(run: RunView, params: dict[str, Any]) -> Outcome:
-    inits = {rank for rank, _ in run.events("init")}
-    if not inits:
-        return skipped("No rank joined a process group, so there was none to leave.")
-    destroyed = {rank for rank, e in run.events("destroy")}
-    missing = sorted(inits - destroyed)
-    if missing:
-        if early := run.not_reached("the ranks left the process group"):
-            return early
-        return failed(
-            f"{ranks_text(missing).capitalize()} ended without calling destroy_process_group().",
-            rank=missing[0],
-        )
-    return passed("Every rank called destroy_process_group() before it ended.")
-
-
-@check(
-    "device.pinned",
-    title="Each rank uses its own GPU",
-    hint="Use device = torch.device('cuda', int(os.environ['LOCAL_RANK'])), call "
-    "torch.cuda.set_device(device), move the model there and pass device_ids=[device.index] "
-    "to DDP.",
-)
-def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
-    if run.device != "cuda":
-        return skipped("This run used CPU workers; GPU pinning is checked on GPU workers only.")
-    inits = {rank: e for rank, e in run.events("ddp_init")}
-    used: dict[str, int] = {}
-    for r in run.ranks:
-        e = inits.get(r.rank)
-        if e is None:
-            if early := run.not_reached("every rank built its DDP model"):
-                return early
-            return failed(f"Rank {r.rank} never built a DDP model.", rank=r.rank)
-        devices = e.get("devices", [])
-        want = f"cuda:{r.rank}"
-        if devices != [want]:
-            return failed(
-                f"Rank {r.rank}'s model is on {', '.join(devices) or 'no device'}, not on "
-                f"its own GPU {want}.",
-                rank=r.rank,
-                line=e.get("line"),
-            )
-        if e.get("device_ids") and e["device_ids"] != [want] and e["device_ids"] != [str(r.rank)]:
-            return failed(
-                f"Rank {r.rank} passed device_ids={e['device_ids']} to DDP; it should be its own "
-                f"GPU ({want}).",
-                rank=r.rank,
-                line=e.get("line"),
-            )
-        if want in used:
-            return failed(f"Ranks {used[want]} and {r.rank} share {want}.", rank=r.rank)
-        used[want] = r.rank
-    return passed(f"Each of the {run.world_size} ranks kept its model on its own GPU.")

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from grader.events import Replay
 from grader.harness import replay_name
 from grader.harness.micro_mean import mean_step_numbers, micro_loss_scale
 from grader.harness.tracer import Tracer
@@ -355,13 +356,17 @@ def _replay_rank(model: Any, micros: list[dict[str, Any]], device: torch.device)
             torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
 
 
-def run_replay(tracer: Tracer) -> dict[str, Any]:
+def _unavailable(reason: str) -> Replay:
+    return Replay(status="unavailable", reason=reason)
+
+
+def run_replay(tracer: Tracer) -> Replay:
     """On rank 0 after the program: the expected first-step gradient vs the one that was used."""
     st = state(tracer)
     if st["off"]:
-        return {"status": "unavailable", "reason": st["off"]}
+        return _unavailable(st["off"])
     if "grads" not in st:
-        return {"status": "unavailable", "reason": "no optimizer step updated the DDP model"}
+        return _unavailable("no optimizer step updated the DDP model")
     world = tracer.world_size
     data: dict[int, dict[str, Any]] = {}
     deadline = time.monotonic() + WAIT_FOR_RANKS_S
@@ -375,17 +380,14 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
             time.sleep(0.2)
     missing = sorted(set(range(world)) - set(data))
     if missing:
-        return {"status": "unavailable", "reason": f"no first-step data from ranks {missing}"}
+        return _unavailable(f"no first-step data from ranks {missing}")
     for r, d in data.items():
         if d.get("off"):
-            return {"status": "unavailable", "reason": f"rank {r}: {d['off']}"}
+            return _unavailable(f"rank {r}: {d['off']}")
     if len({d.get("start_digest") for d in data.values()}) > 1:
         # DDP broadcast rank 0's weights, yet the ranks entered the first step with different
         # ones: ddp.in_sync reports it; a replay from rank 0's weights would mislead.
-        return {
-            "status": "unavailable",
-            "reason": "the ranks began training with different weights",
-        }
+        return _unavailable("the ranks began training with different weights")
     model = st["model"]
     device = next(model.parameters()).device
     saved_rng = torch.get_rng_state()
@@ -424,16 +426,16 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
     actual = _flat(after_backward, named)
     norm_e = float(expected.norm())
     if math.isnan(norm_e):
-        return {"status": "unavailable", "reason": "the expected first-step gradient is NaN"}
+        return _unavailable("the expected first-step gradient is NaN")
     if norm_e == 0.0:
         # Every rank's loss has a zero gradient everywhere: nothing can train (e.g. cross-entropy
         # over a single output column, which is constant).
-        return {
-            "status": "zero_gradient",
-            "world_size": world,
-            "norm_actual": float(actual.norm()),
-            "reason": "the expected first-step gradient is zero",
-        }
+        return Replay(
+            status="zero_gradient",
+            world_size=world,
+            norm_actual=float(actual.norm()),
+            reason="the expected first-step gradient is zero",
+        )
     rel = float((actual - expected).norm()) / norm_e
     ratio = float(actual.dot(expected)) / float(expected.dot(expected))
     bb = float(actual.dot(actual))
@@ -447,32 +449,32 @@ def run_replay(tracer: Tracer) -> dict[str, Any]:
         diff = float((a - e).norm()) / max(float(e.norm()), 1e-12)
         if diff > worst:
             worst_name, worst = n, diff
-    return {
-        "status": "ok",
-        "world_size": world,
-        "rel_error": rel,
-        "ratio": ratio,
-        "norm_expected": norm_e,
-        "norm_actual": float(actual.norm()),
-        "worst_param": worst_name,
-        "micro_steps": {str(r): len(d["micro"]) for r, d in data.items()},
-        "synced_micro_steps": {str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
-        "loss_scales": {
+    return Replay(
+        status="ok",
+        world_size=world,
+        rel_error=rel,
+        ratio=ratio,
+        norm_expected=norm_e,
+        norm_actual=float(actual.norm()),
+        worst_param=worst_name,
+        micro_steps={str(r): len(d["micro"]) for r, d in data.items()},
+        synced_micro_steps={str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
+        loss_scales={
             str(r): [[s / amp[r] for s in m["scales"]] for m in d["micro"]] for r, d in data.items()
         },
-        "root_scales": {
+        root_scales={
             str(r): [m["root_scale"] / amp[r] if m.get("root_scale") else None for m in d["micro"]]
             for r, d in data.items()
         },
         # The learner's line of each micro-step's backward (where a loss factor is applied).
-        "backward_lines": {
+        backward_lines={
             str(r): [m.get("backward_line") for m in d["micro"]] for r, d in data.items()
         },
-        "amp_scale": amp[0] if amp[0] != 1.0 else None,
+        amp_scale=amp[0] if amp[0] != 1.0 else None,
         # The optimizer's gradient as a multiple of the after-backward one (clipping, unscaling
         # and a divided gradient shrink it, an extra sum grows it) and how far off that line.
-        "step_ratio": step_ratio,
-        "step_parallel": off_line < 1e-3,
-        "clipped": bool(st["clip"]),
+        step_ratio=step_ratio,
+        step_parallel=off_line < 1e-3,
+        clipped=bool(st["clip"]),
         **accumulation,
-    }
+    )

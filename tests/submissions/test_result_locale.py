@@ -110,3 +110,27 @@ def test_live_events_follow_the_viewer(
     assert isinstance(check, dict) and check["title"] == "Her rank süreç grubuna katılıyor"
     done = events["done"]
     assert isinstance(done, dict) and done["result"]["summary"].startswith("1 kontrolden")
+
+
+def test_a_platform_error_reads_in_the_viewer_s_language(
+    client: TestClient, auth: dict[str, str], session: Session, learner: User
+) -> None:
+    """The grader's platform errors carry ids too: the summary and the error follow the viewer."""
+    submitted = service.submit(
+        session, user_id=learner.id, exercise=EXERCISE, code="print(1)\n", locale="pt-BR"
+    )
+    session.flush()
+    claimed = jobs.claim(session, submitted.submission.id, "test-host:1:abc")
+    assert claimed is not None
+    error = msg("platform.no_sandbox", "the sandbox is not available: {error}", error="no bwrap")
+    assert jobs.complete(session, claimed.id, Result.platform_error(error), attempt=1, owner=None)
+    session.flush()
+    session.expire_all()  # finish() updates the row behind the session's back
+    url = f"/api/v1/submissions/{claimed.id}"
+    english = client.get(url, headers=auth).json()["result"]
+    assert english["summary"] == "The grader failed; this does not count."
+    assert english["error"] == "the sandbox is not available: no bwrap"
+    turkish = client.get(url, headers=auth, params={"locale": "tr"}).json()["result"]
+    assert turkish["status"] == "error"
+    assert turkish["summary"] == "Değerlendirici hata verdi; bu gönderim sayılmaz."
+    assert turkish["error"] == "sandbox kullanılamıyor: no bwrap"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from grader.events import Load, Rename, Save, SavedStateDict
 from grader.harness.hooks.ddp import bare_module
 from grader.harness.tracer import Tracer, wrap
 
@@ -68,22 +70,27 @@ def _bare_models(tracer: Tracer) -> list[dict[str, Any]]:
     return [bare_module(m).state_dict() for m in tracer.state.get("ddp_models", [])]
 
 
-def _judge_state_dict(sd: Mapping[str, Any], bares: list[dict[str, Any]]) -> dict[str, Any]:
+def _judge_state_dict(
+    where: str, sd: Mapping[str, Any], bares: list[dict[str, Any]]
+) -> SavedStateDict:
     """How a saved state_dict fits the bare model it matches best (of every DDP wrap)."""
     keys = list(sd.keys())
     stripped = [strip_prefixes(k) for k in keys]
-    entry: dict[str, Any] = {
-        "n": len(keys),
-        "prefixed": sum(k.startswith("module.") for k in keys),
-        "compiled_prefixed": sum("_orig_mod." in k for k in keys),
-        "sample": keys[:5],
-    }
+    where = where or "(the saved object)"
+    n, sample = len(keys), keys[:5]
+    prefixed = sum(k.startswith("module.") for k in keys)
+    compiled = sum("_orig_mod." in k for k in keys)
     if not bares:
-        entry["model"] = any(k.rsplit(".", 1)[-1] in ("weight", "bias") for k in stripped)
-        return entry
+        return SavedStateDict(
+            where=where,
+            n=n,
+            prefixed=prefixed,
+            compiled_prefixed=compiled,
+            sample=sample,
+            model=any(k.rsplit(".", 1)[-1] in ("weight", "bias") for k in stripped),
+        )
     bare = max(bares, key=lambda b: len(set(stripped) & set(b)))
     overlap = len(set(stripped) & set(bare))
-    entry["model"] = overlap >= max(1, len(bare) // 2)
     missing = [k for k in bare if k not in sd]
     unexpected = [k for k in keys if k not in bare]
     shape_bad = [
@@ -91,7 +98,13 @@ def _judge_state_dict(sd: Mapping[str, Any], bares: list[dict[str, Any]]) -> dic
         for k in keys
         if k in bare and hasattr(sd[k], "shape") and tuple(sd[k].shape) != tuple(bare[k].shape)
     ]
-    entry.update(
+    return SavedStateDict(
+        where=where,
+        n=n,
+        prefixed=prefixed,
+        compiled_prefixed=compiled,
+        sample=sample,
+        model=overlap >= max(1, len(bare) // 2),
         missing=missing[:MAX_KEYS],
         unexpected=unexpected[:MAX_KEYS],
         n_missing=len(missing),
@@ -99,28 +112,26 @@ def _judge_state_dict(sd: Mapping[str, Any], bares: list[dict[str, Any]]) -> dic
         shape_mismatch=shape_bad[:MAX_KEYS],
         loadable=not missing and not unexpected and not shape_bad,
     )
-    return entry
 
 
-def analyze(obj: Any, tracer: Tracer) -> dict[str, Any]:
-    """What a saved object holds, judged against the bare model of every DDP wrapper."""
+def analyze(obj: Any, tracer: Tracer) -> Save:
+    """What a saved object holds, judged against the bare model of every DDP wrapper (a `Save`
+    without its path, line and outcome)."""
     models = tracer.state.get("ddp_models", [])
-    info: dict[str, Any] = {"type": type(obj).__name__}
+    kind = type(obj).__name__
     if isinstance(obj, DDP):
-        info.update(holds="ddp", model_state=True)
-        return info
+        return Save(type=kind, holds="ddp", model_state=True)
     if isinstance(obj, torch.nn.Module):
         is_bare = any(obj is m.module or obj is bare_module(m) for m in models)
-        info.update(holds="module", model_state=is_bare or not models)
-        return info
+        return Save(type=kind, holds="module", model_state=is_bare or not models)
     bares = _bare_models(tracer)
-    found = [
-        {"where": where or "(the saved object)", **_judge_state_dict(sd, bares)}
-        for where, sd in _state_dicts(obj)
-    ]
-    info.update(holds="state" if found else "other", state_dicts=found)
-    info["model_state"] = any(e.get("model") for e in found)
-    return info
+    found = [_judge_state_dict(where, sd, bares) for where, sd in _state_dicts(obj)]
+    return Save(
+        type=kind,
+        holds="state" if found else "other",
+        state_dicts=found,
+        model_state=any(sd.model for sd in found),
+    )
 
 
 def install(tracer: Tracer) -> None:
@@ -132,13 +143,14 @@ def install(tracer: Tracer) -> None:
                 info = analyze(obj, tracer)
             except Exception as exc:
                 tracer.fail("save", exc)
-                info = {"holds": "other", "error": repr(exc)}
+                info = Save(type=type(obj).__name__, holds="other")
+            info = dataclasses.replace(info, path=path, line=line)
             try:
                 out = original(obj, f, *args, **kwargs)
             except BaseException as exc:
-                tracer.emit("save", path=path, line=line, ok=False, error=repr(exc)[:300], **info)
+                tracer.record(dataclasses.replace(info, ok=False, error=repr(exc)[:300]))
                 raise
-            tracer.emit("save", path=path, line=line, ok=True, **info)
+            tracer.record(dataclasses.replace(info, ok=True))
             return out
 
         return save
@@ -150,9 +162,9 @@ def install(tracer: Tracer) -> None:
             try:
                 out = original(f, *args, **kwargs)
             except BaseException as exc:
-                tracer.emit("load", path=path, line=line, ok=False, error=repr(exc)[:300])
+                tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
                 raise
-            tracer.emit("load", path=path, line=line, ok=True)
+            tracer.record(Load(path=path, line=line, ok=True))
             return out
 
         return load
@@ -161,7 +173,7 @@ def install(tracer: Tracer) -> None:
         def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(src, dst, *args, **kwargs)
             try:
-                tracer.emit("rename", src=_path(src), dst=_path(dst), line=tracer.where())
+                tracer.record(Rename(src=_path(src), dst=_path(dst), line=tracer.where()))
             except Exception as exc:
                 tracer.fail("rename", exc)
             return out

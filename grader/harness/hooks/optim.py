@@ -4,6 +4,7 @@ and the faults the exercise asks to inject."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 from typing import Any
@@ -14,6 +15,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from grader.events import ClosureLoss, Fault, Replay, Step
 from grader.harness import replay
 from grader.harness.tracer import Tracer, wrap
 
@@ -43,6 +45,22 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
                 sums.append(float(values.sum()))
                 squares.append(float(values.square().sum()))
     return h.hexdigest(), sums, squares
+
+
+def fault_event(fault: dict[str, Any]) -> Fault:
+    """The record of a placed fault spec (`grader.faults`); its "kind" (what to inject) is the
+    spec's, not the event's."""
+    return Fault(
+        rank=int(fault.get("rank", 1)),
+        attempt=int(fault.get("attempt", 0)),
+        after=str(fault.get("after", "snapshot")),
+        after_steps=int(fault.get("after_steps", 0)),
+        exit_code=int(fault.get("exit_code", 1)),
+        placed=fault.get("placed"),
+        reference_steps=int(fault.get("reference_steps", 0)),
+        snapshot_step=fault.get("snapshot_step"),
+        snapshot_path=fault.get("snapshot_path"),
+    )
 
 
 def install(tracer: Tracer) -> None:
@@ -77,13 +95,14 @@ def install(tracer: Tracer) -> None:
             if closure_calls["n"] < MAX_CLOSURE_EVENTS:
                 closure_calls["n"] += 1
                 with contextlib.suppress(Exception):
-                    tracer.emit(
-                        "closure_loss",
-                        call=closure_calls["n"],
-                        step=tracer.steps,
-                        loss=float(out),
-                        line_search=str(search),
-                        line=tracer.where(),
+                    tracer.record(
+                        ClosureLoss(
+                            call=closure_calls["n"],
+                            step=tracer.steps,
+                            loss=float(out),
+                            line_search=str(search),
+                            line=tracer.where(),
+                        )
                     )
             return out
 
@@ -116,22 +135,20 @@ def install(tracer: Tracer) -> None:
             current["steps"] += 1
         params = [p for g in optimizer.param_groups for p in g["params"]]
         digest, sums, squares = _digest(params)
-        event: dict[str, Any] = {
-            "opt": index,
-            "n": n,
-            "digest": digest,
-            "sums": sums,
-            "squares": squares,
-        }
+        event = Step(opt=index, n=n, digest=digest, sums=sums, squares=squares)
         if n == 1:
             names, frac = names_for(params)
-            event.update(names=names[:MAX_SUMS], ddp_frac=frac, line=tracer.where())
-            event["optimizer"] = type(optimizer).__name__
-        tracer.emit("step", **event)
+            event = dataclasses.replace(
+                event,
+                names=names[:MAX_SUMS],
+                ddp_frac=frac,
+                line=tracer.where(),
+                optimizer=type(optimizer).__name__,
+            )
+        tracer.record(event)
         for fault in faults:
             if tracer.steps == fault.get("after_steps"):
-                # The spec's "kind" must not collide with the event's own kind.
-                tracer.emit("fault", **{k: v for k, v in fault.items() if k != "kind"})
+                tracer.record(fault_event(fault))
                 os._exit(int(fault.get("exit_code", 1)))
 
     register_optimizer_step_pre_hook(pre_hook)
@@ -173,7 +190,7 @@ def install(tracer: Tracer) -> None:
                 outcome = replay.run_replay(tracer)
             except Exception as exc:  # the grader's fault, never the learner's
                 tracer.fail("replay", exc)
-                outcome = {"status": "unavailable", "reason": f"the replay failed ({exc!r})"}
-            tracer.emit("replay", **outcome)
+                outcome = Replay(status="unavailable", reason=f"the replay failed ({exc!r})")
+            tracer.record(outcome)
 
     tracer.finalizers.append(finish)
