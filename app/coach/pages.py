@@ -10,7 +10,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
-from starlette.exceptions import HTTPException
 
 from app.auth.deps import OptionalLearner
 from app.auth.models import INSTRUCTOR
@@ -18,11 +17,13 @@ from app.coach import struggles
 from app.content import service as content
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
-from app.i18n import LocaleDep
+from app.errors import N_
+from app.i18n import LocaleDep, translate
 
 router = APIRouter(include_in_schema=False)
 
 PAGE = "/instructor/coach"
+NOT_FOUND = N_("Nothing exists at this address. Check the path against /openapi.json.")
 DAY_CHOICES = (7, 30, 90, 365)  # the page's periods; another `days` takes the nearest
 
 
@@ -37,9 +38,18 @@ def struggles_page(
 ) -> Response:
     if learner is None:
         return RedirectResponse(f"/login?next={PAGE}", status_code=303)
-    if learner.role != INSTRUCTOR:
-        raise HTTPException(404)
     from app.web.templating import render  # the web layer owns templating
+
+    if learner.role != INSTRUCTOR:
+        # The site's 404 page, rendered here: raising would end the request's database session
+        # before the error page's header reads the signed-in learner.
+        return render(
+            request,
+            "web/error.html",
+            status_code=404,
+            locale=locale,
+            message=translate(locale, NOT_FOUND),
+        )
 
     days = min(DAY_CHOICES, key=lambda choice: abs(choice - days))
 

@@ -20,7 +20,7 @@ from app.coach.models import CoachExchange
 from app.config import REPO_ROOT
 from app.content import service as content
 from grader.i18n import render
-from tests.auth.factories import bearer, create_token, create_user
+from tests.auth.factories import bearer, browser_sign_up, create_token, create_user
 from tests.coach.conftest import GradedFactory
 
 LESSON = "ddp-fundamentals"
@@ -171,6 +171,13 @@ def test_learners_and_visitors_are_refused(
     visitor = client.get("/instructor/coach", follow_redirects=False)
     assert visitor.status_code == 303
     assert visitor.headers["location"] == "/login?next=/instructor/coach"
+
+
+def test_a_learner_signed_in_in_the_browser_gets_the_404_page(client: TestClient) -> None:
+    browser_sign_up(client)  # the session cookie: the page's header reads the learner
+    page = client.get("/instructor/coach", headers={"Accept": "text/html"})
+    assert page.status_code == 404
+    assert "Where learners struggle" not in page.text
 
 
 def test_a_check_id_needs_a_submission(client: TestClient, auth: dict[str, str]) -> None:
