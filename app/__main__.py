@@ -1,4 +1,6 @@
-"""`python -m app serve --host H --port P`: migrate the database, then serve. (contract)"""
+"""`python -m app serve --host H --port P`: migrate the database, then serve. (contract)
+`python -m app role EMAIL instructor|learner`: make an account an instructor (who sees where
+learners struggle with the coach, /instructor/coach) or a learner again."""
 
 from __future__ import annotations
 
@@ -16,7 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-migrate", action="store_true", help="skip the database migration")
     sub.add_parser("migrate", help="apply the database migrations and exit")
+    role = sub.add_parser("role", help="make an account an instructor or a learner")
+    role.add_argument("email", help="the account's email address")
+    role.add_argument("role", choices=("instructor", "learner"))
     args = parser.parse_args(argv)
+    if args.command == "role":
+        return set_role(args.email, args.role)
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -31,6 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     uvicorn.run("app.main:create_app", host=args.host, port=args.port, **uvicorn_options())
+    return 0
+
+
+def set_role(email: str, role: str) -> int:
+    from app.auth.service import set_role as set_account_role
+    from app.db import unit_of_work
+
+    try:
+        with unit_of_work() as session:
+            user = set_account_role(session, email=email, role=role)
+            print(f"{user.email} is now {'an' if role == 'instructor' else 'a'} {role}")
+    except LookupError as exc:
+        print(f"python -m app role: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

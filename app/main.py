@@ -21,6 +21,7 @@ from app.auth import service as auth_service
 from app.auth.csrf import CSRFCookieMiddleware, csrf_context
 from app.auth.deps import account_context
 from app.auth.ratelimit import AuthRateLimits
+from app.coach import pages as coach_pages
 from app.coach import routes as coach_routes
 from app.coach.index import get_index as coach_index
 from app.config import REPO_ROOT, Settings, get_settings
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(submission_routes.api_router, prefix=API_PREFIX)
     app.include_router(coach_routes.api_router, prefix=API_PREFIX)
     app.include_router(web_routes.router)
+    app.include_router(coach_pages.router)
     app.include_router(auth_pages.router)
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)

@@ -14,10 +14,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth import service
 from app.auth.csrf import SAFE_METHODS, verify_csrf
-from app.auth.models import User
+from app.auth.models import INSTRUCTOR, User
 from app.auth.service import AuthContext
 from app.db import SessionDep
-from app.errors import AppError
+from app.errors import N_, AppError
 
 SESSION_COOKIE = "rdv_session"
 
@@ -96,6 +96,20 @@ async def current_learner(context: Annotated[AuthContext, Depends(current_auth)]
     return context.user
 
 
+async def current_instructor(learner: Annotated[User, Depends(current_learner)]) -> User:
+    """An instructor (401 if nobody is signed in, 403 for a learner)."""
+    if learner.role != INSTRUCTOR:
+        raise AppError(
+            "instructors_only",
+            403,
+            N_(
+                "Only instructors may see this. An operator makes an account an instructor "
+                "with `python -m app role EMAIL instructor`."
+            ),
+        )
+    return learner
+
+
 def account_context(request: Request) -> dict[str, Any]:
     """Template context: `account.signed_in` and `account.display_name` for the page header.
 
@@ -114,3 +128,4 @@ OptionalAuth = Annotated[AuthContext | None, Depends(optional_auth)]
 CurrentAuth = Annotated[AuthContext, Depends(current_auth)]
 CurrentLearner = Annotated[User, Depends(current_learner)]
 OptionalLearner = Annotated[User | None, Depends(optional_learner)]
+CurrentInstructor = Annotated[User, Depends(current_instructor)]

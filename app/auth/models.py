@@ -15,6 +15,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+LEARNER = "learner"
+INSTRUCTOR = "instructor"
+ROLES = (LEARNER, INSTRUCTOR)
+
+
 class User(Base):
     __tablename__ = "users"
 
@@ -23,6 +28,8 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(320), unique=True)
     display_name: Mapped[str] = mapped_column(String(80))
     password_hash: Mapped[str] = mapped_column(String(255))
+    # "learner" or "instructor" (sees where learners struggle); set with `python -m app role`.
+    role: Mapped[str] = mapped_column(String(16), default=LEARNER, server_default=LEARNER)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

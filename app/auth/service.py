@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.auth import repository, security
-from app.auth.models import DeviceToken, User
+from app.auth.models import ROLES, DeviceToken, User
 from app.auth.passwords import check_password
 from app.errors import AppError
 
@@ -170,3 +170,18 @@ def revoke_device(session: Session, user: User, device_id: uuid.UUID) -> None:
 def aware_utc(value: datetime) -> datetime:
     # SQLite hands datetimes back without a zone; everything we store is UTC.
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def set_role(session: Session, *, email: str, role: str) -> User:
+    """Make the account with this address a learner or an instructor (`python -m app role`).
+
+    LookupError when no account has the address; ValueError for a role that does not exist.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}: use one of {', '.join(ROLES)}")
+    user = repository.get_user_by_email(session, normalize_email(email))
+    if user is None:
+        raise LookupError(f"no account has the address {email!r}")
+    user.role = role
+    session.flush()
+    return user

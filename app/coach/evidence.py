@@ -1,7 +1,10 @@
 """What the coach knows about a graded run: each failed check with its evidence.
 
 Built from the stored submission (the learner's code) and its grader Result (checks, ranks,
-stacks). The solution file is never read here: nothing downstream can leak it.
+stacks). Every text quoted from the Result (summary, check titles, messages, hints) is rendered in
+the learner's locale through grader.i18n, as the submissions API renders it; a message the grader
+has no id for yet stays English. The solution file is never read here: nothing downstream can
+leak it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from dataclasses import dataclass, field
 
 from app.content.schemas import Exercise, HintLevels
 from grader.contract import Result, localize
+from grader.i18n import localize_check, render
 
 STACK_TAIL_LINES = 6
 
@@ -71,12 +75,13 @@ def gather(
         if check.status != "fail":
             continue
         lesson_hint = localize(exercise.grading.hints.get(check.id), locale)
+        shown = localize_check(check.model_dump(mode="json"), locale)
         failed.append(
             FailedCheck(
                 id=check.id,
-                title=check.title or check.id,
-                message=check.message,
-                hint=lesson_hint or check.hint,
+                title=shown["title"] or check.id,
+                message=shown["message"],
+                hint=lesson_hint or shown.get("hint"),
                 rank=check.rank,
                 line=check.line,
                 code_line=line_of_code(code, check.line),
@@ -89,7 +94,7 @@ def gather(
         lesson_id=exercise_id.partition("/")[0],
         code=code,
         status=result.status,
-        summary=result.summary,
+        summary=render(result.summary_id, result.summary, result.summary_params, locale),
         failed=failed,
         failed_attempts=failed_attempts,
         world_size=result.launch.world_size if result.launch else None,

@@ -23,7 +23,10 @@ class CoachExchange(Base):
     """
 
     __tablename__ = "coach_exchanges"
-    __table_args__ = (Index("ix_coach_exchanges_user_created", "user_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_coach_exchanges_user_created", "user_id", "created_at"),
+        Index("ix_coach_exchanges_lesson_created", "lesson_id", "created_at"),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -32,6 +35,12 @@ class CoachExchange(Base):
     exercise: Mapped[str | None] = mapped_column(String(200), default=None)
     submission_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("submissions.id", ondelete="SET NULL"), default=None
+    )
+    # The failed check whose "Why did this fail?" button asked, if one did.
+    check_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    # The checks the asked-about submission failed: [{"id", "title" (English, from its Result)}]
+    failed_checks: Mapped[list[dict[str, str]]] = mapped_column(
+        JSON, default=list, server_default="[]"
     )
     locale: Mapped[str] = mapped_column(String(16))
     question: Mapped[str] = mapped_column(Text)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.coach.models import CoachExchange
 from app.submissions.models import DONE, Submission
@@ -37,6 +37,20 @@ def history(
     if lesson_id is not None:
         query = query.where(CoachExchange.lesson_id == lesson_id)
     return session.scalars(query.order_by(CoachExchange.created_at.desc()).limit(limit)).all()
+
+
+def asked_in_course(
+    session: Session, *, since: datetime, lesson_id: str | None
+) -> Sequence[CoachExchange]:
+    """Every learner's exchanges since `since` (in one lesson if given), newest first."""
+    query = (
+        select(CoachExchange)
+        .options(defer(CoachExchange.answer), defer(CoachExchange.sources))
+        .where(CoachExchange.created_at >= since)
+    )
+    if lesson_id is not None:
+        query = query.where(CoachExchange.lesson_id == lesson_id)
+    return session.scalars(query.order_by(CoachExchange.created_at.desc())).all()
 
 
 def failed_attempts(session: Session, *, submission: Submission) -> int:

@@ -10,9 +10,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.auth.deps import CurrentLearner
-from app.coach import service
-from app.coach.schemas import CoachAnswer, CoachExchangePublic, CoachHistory, CoachQuestion
+from app.auth.deps import CurrentInstructor, CurrentLearner
+from app.coach import service, struggles
+from app.coach.schemas import (
+    CoachAnswer,
+    CoachExchangePublic,
+    CoachHistory,
+    CoachQuestion,
+    StruggleReport,
+)
+from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
 from app.i18n import LocaleDep
@@ -94,3 +101,38 @@ def coach_history(
     """Your own questions to the coach and its answers, newest first."""
     rows = service.history(session, user_id=learner.id, lesson_id=lesson_id, limit=limit)
     return CoachHistory(exchanges=[CoachExchangePublic.model_validate(row) for row in rows])
+
+
+@api_router.get(
+    "/coach/struggles",
+    response_model=StruggleReport,
+    responses=error_responses(401, 403, 422),
+)
+def coach_struggles(
+    request: Request,
+    session: SessionDep,
+    instructor: CurrentInstructor,
+    locale: LocaleDep,
+    lesson_id: Annotated[str | None, Query(max_length=64, pattern=SLUG_PATTERN)] = None,
+    days: Annotated[int, Query(ge=1, le=365)] = 30,
+    recent: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> JSONResponse:
+    """Instructors only: where learners struggle, from every learner's questions to the coach.
+
+    Questions in the last `days` days (in one lesson with `lesson_id`), counted per place of the
+    course (lesson, step, exercise) and per check the asked-about submission failed, with how
+    many came from the "Why did this fail?" button on that check; then the `recent` newest
+    questions. Learners are shown by a pseudonym, never by name or address. A learner is 403.
+    """
+    report = struggles.report(
+        session,
+        locale=locale,
+        secret=request.app.state.settings.secret_key,
+        lesson_id=lesson_id,
+        days=days,
+        recent=recent,
+    )
+    return JSONResponse(
+        report.model_dump(mode="json"),
+        headers={"Content-Language": locale, "Cache-Control": "no-store"},
+    )

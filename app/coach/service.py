@@ -66,6 +66,8 @@ class Prepared:
     steps: list[StepHit]
     builtin: Answer
     telling: set[str] = field(default_factory=set)
+    # The checks the asked-about submission failed: [{"id", "title" (English)}]
+    failed_checks: list[dict[str, str]] = field(default_factory=list)
 
 
 def provider_from(settings: Settings) -> ChatProvider | None:
@@ -242,7 +244,19 @@ def _gather(
         if info is not None
         else set()
     )
-    return Prepared(body, locale, exercise_id, code, run, steps, builtin, telling)
+    return Prepared(
+        body, locale, exercise_id, code, run, steps, builtin, telling, _failed_checks(submission)
+    )
+
+
+def _failed_checks(submission: Submission | None) -> list[dict[str, str]]:
+    result = submission.result if submission is not None else None
+    checks = (result or {}).get("checks") or []
+    return [
+        {"id": str(check["id"]), "title": str(check.get("title") or check["id"])}
+        for check in checks
+        if check.get("status") == "fail"
+    ]
 
 
 def builtin_reply(prepared: Prepared) -> Reply:
@@ -330,6 +344,11 @@ def record(
             step_id=body.step_id,
             exercise=prepared.exercise,
             submission_id=body.submission_id,
+            # Only a check the submission failed: the view counts "Why did this fail?" per check.
+            check_id=body.check_id
+            if any(check["id"] == body.check_id for check in prepared.failed_checks)
+            else None,
+            failed_checks=prepared.failed_checks,
             locale=prepared.locale,
             question=body.question,
             answer=reply.answer,

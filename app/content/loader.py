@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from app.content.schemas import Course, Lesson, Text
+from app.content.schemas import Course, Exercise, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
+from grader.i18n import LOCALES as SUPPORTED_LOCALES
 
 LESSON_DIR_PATTERN = re.compile(r"^(?P<number>\d{2})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)$")
 COURSE_FILE = "course.yaml"
@@ -163,6 +164,7 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
     step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
+        problems += _hint_level_problems(file, tree, index, exercise)
         for check_id, levels in exercise.hint_levels.items():
             if levels.step is not None and levels.step not in step_ids:
                 step_loc = ("exercises", index, "hint_levels", check_id, "step")
@@ -185,6 +187,43 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
                         format_loc(loc),
                         f"exercise {exercise.id!r} has no {role}: "
                         f"add {display_path(folder / name)}",
+                    )
+                )
+    return problems
+
+
+HINT_LEVELS = ("nudge", "pointer", "fix")
+
+
+def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) -> list[Problem]:
+    """Every graded check has the coach's three levels, each written in every locale."""
+    problems: list[Problem] = []
+    missing = [check for check in exercise.grading.checks if check not in exercise.hint_levels]
+    if missing:
+        loc: tuple[str | int, ...] = ("exercises", index, "hint_levels")
+        problems.append(
+            Problem(
+                file,
+                line_of(tree, loc),
+                format_loc(loc),
+                f"exercise {exercise.id!r} has no hint levels for the checks "
+                f"{', '.join(missing)}: add nudge, pointer and fix for each, "
+                f"in {', '.join(SUPPORTED_LOCALES)}",
+            )
+        )
+    for check_id, levels in exercise.hint_levels.items():
+        for name in HINT_LEVELS:
+            text: Text = getattr(levels, name)
+            untranslated = [locale for locale in SUPPORTED_LOCALES if not text.get(locale)]
+            if untranslated:
+                loc = ("exercises", index, "hint_levels", check_id, name)
+                problems.append(
+                    Problem(
+                        file,
+                        line_of(tree, loc),
+                        format_loc(loc),
+                        f"has no {', '.join(untranslated)}: the coach shows it in every "
+                        "language, so write it in each",
                     )
                 )
     return problems

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from app.auth.schemas import UtcDateTime
 from app.text import NulFreeStr
@@ -71,6 +71,14 @@ class ProgressEventsIn(BaseModel):
         description="The cursor from your last sync: the answer then holds only lessons changed "
         "since. Omit it to get every lesson's merged state.",
     )
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        """A JSON integer (281 or 281.0), never `false` read as cursor 0."""
+        if isinstance(value, bool):
+            raise ValueError("since must be an integer cursor, not true or false")
+        return value
 
 
 class QuizAnswerPublic(BaseModel):

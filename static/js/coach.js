@@ -103,7 +103,8 @@
     }
   }
 
-  async function ask(question) {
+  // checkId: the failed check whose "Why did this fail?" button asked (for the instructors' view).
+  async function ask(question, checkId = null) {
     const button = $("coach-ask");
     showError("");
     button.disabled = true;
@@ -115,6 +116,7 @@
       exercise: context.exercise,
       submission_id: context.submissionId,
     };
+    if (checkId && context.submissionId) body.check_id = checkId;
     try {
       const response = await fetch("/api/v1/coach?locale=" + encodeURIComponent(panel.dataset.locale), {
         method: "POST",
@@ -167,13 +169,13 @@
     if (results) results.after(panel);
   }
 
-  function askAbout(root, exercise, submissionId, question) {
+  function askAbout(root, exercise, submissionId, question, checkId) {
     besideResults(root);
     setContext(exercise, submissionId);
     const field = form.elements.namedItem("question");
     field.value = question;
     panel.scrollIntoView({ block: "start" });
-    ask(question);
+    ask(question, checkId);
   }
 
   // A graded result: offer the coach on it and on each failed check.
@@ -206,7 +208,7 @@
       why.textContent = t("why");
       why.setAttribute("aria-label", t("why") + " " + (title ? title.textContent : ""));
       why.addEventListener("click", () =>
-        askAbout(root, exercise, submissionId, fmt(t("why-question"), { title: title ? title.textContent : item.dataset.check })));
+        askAbout(root, exercise, submissionId, fmt(t("why-question"), { title: title ? title.textContent : item.dataset.check }), item.dataset.check));
       item.append(why);
     }
   });

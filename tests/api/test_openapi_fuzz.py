@@ -14,7 +14,8 @@ from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy.orm import Session
 
-from app.auth.models import User
+from app.auth import service as auth_service
+from app.auth.models import INSTRUCTOR, User
 from tests.auth.factories import bearer, create_token, create_user
 
 # Submissions and drafts have their own fuzz test (tests/submissions/test_openapi_fuzz.py), with
@@ -34,7 +35,10 @@ BEYOND_THE_SCHEMA = {
 
 @pytest.fixture
 def learner(session: Session) -> User:
-    return create_user(session, email="fuzz@example.org")
+    user = create_user(session, email="fuzz@example.org")
+    # An instructor, so that the instructors' view (GET /api/v1/coach/struggles) is fuzzed with
+    # requests it accepts; for every other operation an instructor is a learner like any other.
+    return auth_service.set_role(session, email=user.email, role=INSTRUCTOR)
 
 
 def test_api_matches_its_openapi_document(app: FastAPI, session: Session, learner: User) -> None:

@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.submissions.models import DONE, Submission
 from tests.coach.fake_llm import FakeModel
-from tests.submissions.conftest import auth, learner, other_auth, stream_sessions
+from tests.submissions.conftest import auth, committed_url, learner, other_auth, stream_sessions
 
-__all__ = ["auth", "learner", "other_auth", "stream_sessions"]
+__all__ = ["auth", "committed_url", "learner", "other_auth", "stream_sessions"]
 
 RUNS = Path(__file__).parent / "runs"
 GOLDEN_CASES = Path(__file__).parent.parent / "grader" / "cases"

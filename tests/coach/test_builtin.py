@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from app.coach.guard import telling_solution_lines
 from app.content import service as content
 from app.i18n import translate
+from grader.i18n import localize_check
 from tests.coach.conftest import EXERCISE, RUNS, GradedFactory, ask_about, run_of
 
 CASES = sorted(path.name for path in RUNS.iterdir() if (path / "result.json").is_file())
@@ -42,8 +43,9 @@ def test_each_failed_check_is_explained_from_its_evidence(
     assert answer["provider"] == "builtin"
     code_lines = submission.code.splitlines()
     for check in failed_checks(case)[:3]:
-        assert str(check["title"]) in text
-        assert str(check["message"]) in text  # what happened, as the grader saw it
+        shown = localize_check(check, locale)  # as the submissions API shows it in `locale`
+        assert str(shown["title"]) in text
+        assert str(shown["message"]) in text  # what happened, as the grader saw it
         if check["rank"] is not None and check["line"] is not None:
             where = translate(locale, "rank {rank}, line {line}").format(**check)
             assert where in text
@@ -115,3 +117,20 @@ def test_a_passing_run_has_nothing_to_explain_and_points_at_steps(
     assert str(answer["answer"]).startswith(
         translate("tr", "Every check of this submission passed: there is no failure to explain.")
     )
+
+
+@pytest.mark.parametrize("locale", ("tr", "pt-BR"))
+def test_the_graders_evidence_is_quoted_in_the_learners_language(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, locale: str
+) -> None:
+    submission = graded("bug_no_set_epoch")
+    (check,) = failed_checks("bug_no_set_epoch")
+    nested = check["params"]["message"]  # type: ignore[index]
+    assert str(nested["id"]).startswith("sampler.")  # type: ignore[index]
+    text = str(ask_about(client, auth, submission.id, locale)["answer"])
+    translated = str(localize_check(check, locale)["message"])
+    assert translated != check["message"]
+    assert translated in text
+    assert str(check["message"]) not in text
+    assert str(nested["en"]) not in text  # type: ignore[index]
+    assert "Rank 0 trained on the same shuffle" not in text

@@ -13,18 +13,23 @@ from app.content.service import get_catalog
 from app.i18n import SUPPORTED_LOCALES
 
 
-def test_every_shipped_hint_level_is_written_in_every_locale() -> None:
-    authored = 0
+def test_every_check_of_every_exercise_has_levels_written_in_every_locale() -> None:
+    exercises = 0
     for loaded in get_catalog().ordered:
         step_ids = {step.id for step in loaded.lesson.steps}
         for exercise in loaded.lesson.exercises:
+            assert list(exercise.hint_levels) and set(exercise.hint_levels) == set(
+                exercise.grading.checks
+            ), exercise.id
             for check_id, levels in exercise.hint_levels.items():
-                assert check_id in exercise.grading.checks
-                assert levels.step in step_ids
-                for text in (levels.nudge, levels.pointer, levels.fix):
+                assert levels.step is None or levels.step in step_ids
+                texts = [levels.nudge, levels.pointer, levels.fix]
+                for text in texts:
                     assert all(text.get(locale) for locale in SUPPORTED_LOCALES), check_id
-                authored += 1
-    assert authored >= 7
+                for locale in SUPPORTED_LOCALES:  # three different levels, not one text thrice
+                    assert len({text.get(locale) for text in texts}) == 3, (check_id, locale)
+            exercises += 1
+    assert exercises >= 8
 
 
 @pytest.fixture
@@ -60,11 +65,10 @@ def test_a_level_for_a_check_that_is_not_graded_is_reported(
     )
     code, lines = validate(lessons, capsys)
     assert code == 1
-    assert len(lines) == 1
-    assert lines[0].startswith(f"{file}:")
-    assert (
-        "exercises[0].hint_levels: names checks that are not in `grading.checks`: ddp.wrapd"
-        in lines[0]
+    assert all(line.startswith(f"{file}:") for line in lines)
+    assert any(
+        "exercises[0].hint_levels: names checks that are not in `grading.checks`: ddp.wrapd" in line
+        for line in lines
     )
 
 
@@ -81,3 +85,63 @@ def test_a_level_linking_a_step_that_does_not_exist_is_reported(
         "exercises[0].hint_levels.ddp.grad_average.step: "
         "'gradient-sink' is not a step of this lesson: use one of its step ids"
     ]
+
+
+def test_an_exercise_whose_checks_lack_levels_is_refused(
+    lessons: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
+    text = file.read_text(encoding="utf-8")
+    start = text.index("      accum.grad_mean:\n", text.index("  - id: accumulate"))
+    end = text.index("    grading:\n", start)
+    file.write_text(text[:start] + text[end:], encoding="utf-8")
+    code, lines = validate(lessons, capsys)
+    assert code == 1
+    hint_levels = line_of_after(file, "  - id: accumulate", "    hint_levels:")
+    assert lines == [
+        f"{file}:{hint_levels}: exercises[1].hint_levels: exercise 'accumulate' has no hint "
+        "levels for the checks accum.grad_mean: add nudge, pointer and fix for each, "
+        "in en, tr, pt-BR"
+    ]
+
+
+def test_an_exercise_without_any_levels_is_refused(
+    lessons: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = lessons / "04-torchrun-launch" / "lesson.yaml"
+    text = file.read_text(encoding="utf-8")
+    start = text.index("    hint_levels:\n", text.index("  - id: env-launch"))
+    end = text.index("    grading:\n", start)
+    file.write_text(text[:start] + text[end:], encoding="utf-8")
+    code, lines = validate(lessons, capsys)
+    assert code == 1
+    assert len(lines) == 1
+    assert lines[0].startswith(f"{file}:{line_of(file, '  - id: env-launch')}: exercises[0]")
+    assert "run.completed, launch.env, launch.multinode, dist.cleanup" in lines[0]
+
+
+def test_a_level_missing_a_language_is_refused(
+    lessons: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = lessons / "03-syncbn-sharded-state" / "lesson.yaml"
+    text = file.read_text(encoding="utf-8")
+    start = text.index("      syncbn.before_wrap:\n")
+    pointer = text.index("        pointer:\n", start)
+    turkish = text.index("          tr: ", pointer)
+    file.write_text(text[:turkish] + text[text.index("\n", turkish) + 1 :], encoding="utf-8")
+    code, lines = validate(lessons, capsys)
+    assert code == 1
+    at = line_of_after(file, "      syncbn.before_wrap:", "        pointer:")
+    assert lines == [
+        f"{file}:{at}: exercises[0].hint_levels.syncbn.before_wrap.pointer: has no tr: "
+        "the coach shows it in every language, so write it in each"
+    ]
+
+
+def line_of_after(file: Path, anchor: str, fragment: str) -> int:
+    lines = file.read_text(encoding="utf-8").splitlines()
+    # the last `anchor`: a quiz question may share an exercise's id, and exercises come last
+    first = max(number for number, line in enumerate(lines, start=1) if line == anchor)
+    return next(
+        number for number, line in enumerate(lines, start=1) if number > first and line == fragment
+    )

@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 
 from app.coach.guard import telling_solution_lines
 from app.content import service as content
+from grader.i18n import localize_check
 from tests.coach.conftest import EXERCISE, GradedFactory, ask_about, run_of
 from tests.coach.fake_llm import FakeModel
 from tests.coach.test_api import sse_events
@@ -31,7 +32,7 @@ def test_the_prompt_carries_question_code_evidence_steps_and_rules_never_the_sol
     for check in result["checks"]:  # type: ignore[union-attr]
         if check["status"] == "fail":
             assert f"Failed check {check['id']}" in user
-            assert check["message"] in user
+            assert localize_check(check, "tr")["message"] in user  # in the learner's language
     assert "Lesson steps:\n[1] " in user
     info = content.get_exercise(EXERCISE)
     solution = info.solution_path.read_text()
