@@ -154,8 +154,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
             allowed = run.world_size * batch + run.world_size
             unseen = loader_len - len(union)
             complete = all(
-                it.count == len(it.indices) and it.exhausted
-                for it in its.values()
+                it.count == len(it.indices) and it.exhausted for it in its.values()
             )  # a pass left early (a step cap) or indices beyond the cap: coverage unknown
             if unseen > allowed and complete:
                 unseen_indices = sorted(set(range(loader_len)) - union)
