@@ -134,122 +134,184 @@ class Terminated(Event):
 
 
 # --- DDP, data and the process group (hooks ddp, data, dist, cuda; checks ddp, sampler) ------
-# (section g1: field types still to be narrowed from Any)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Barrier(Event):
-    KIND = "barrier"
-    line: Any = None
+class Init(Event):
+    """init_process_group returned: the group this rank joined."""
+
+    KIND = "init"
+    requested: str | None = None  # the backend the program asked for (None: torch's default)
+    backend: str | None = None  # the backend torch chose (None: it could not say)
+    rank: int | None = None
+    world_size: int | None = None
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BarrierEnter(Event):
-    KIND = "barrier_enter"
-    line: Any = None
+class InitError(Event):
+    """init_process_group raised (the exception goes on to the program)."""
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CollectiveCall(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "collective_call"
-    i: Any = None
-    line: Any = None
-    step: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CollectiveCalls(Event):
-    KIND = "collective_calls"
-    n: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Collectives(Event):
-    KIND = "collectives"
-    counts: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Consumed(Event):
-    KIND = "consumed"
-    batches: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DdpForward(Event):
-    KIND = "ddp_forward"
-    line: Any = None
-    steps: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DdpInit(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "ddp_init"
-    index: Any = None
-    line: Any = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DdpSummary(Event):
-    KIND = "ddp_summary"
-    forwards: Any = None
-    synced_forwards: Any = None
-    no_sync: Any = None
+    KIND = "init_error"
+    requested: str | None = None
+    error: str = ""  # repr of the exception, at most 500 characters
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Destroy(Event):
     KIND = "destroy"
-    line: Any = None
-    group: Any = None
+    line: int | None = None
+    group: bool = False  # a group was passed (only that group was destroyed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Init(Event):
-    KIND = "init"
-    requested: Any = None
-    backend: Any = None
-    rank: Any = None
-    world_size: Any = None
-    line: Any = None
+class CollectiveCall(Event):
+    """One Python-level collective, recorded before it runs (a rank that hangs in it is still on
+    record). Only calls from the learner's file, at most `MAX_CALL_EVENTS` per rank."""
+
+    KIND = "collective_call"
+    i: int = 0  # 1-based count of the rank's collective calls
+    line: int | None = None
+    step: int = 0  # optimizer steps taken before the call
+    op: str = ""  # the torch.distributed function: "all_reduce", "broadcast", ...
+    numel: int | None = None  # elements of the tensors sent (received, for all_gather)
+    dtype: str | None = None  # "float32", ...; "-" when the argument was no tensor
+    redop: str | None = None  # reduce operation of all_reduce / reduce: "SUM", "AVG", ...
+    src: int | None = None  # source rank of broadcast / broadcast_object_list
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InitError(Event):
-    KIND = "init_error"
-    requested: Any = None
-    error: Any = None
-    line: Any = None
+class BarrierEnter(Event):
+    KIND = "barrier_enter"
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Iteration(Event):
-    # more fields passed as **kwargs by the hook: to be declared
-    KIND = "iteration"
+class Barrier(Event):
+    """A barrier returned."""
+
+    KIND = "barrier"
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Collectives(Event):
+    """At the program's end: collectives completed, per function name."""
+
+    KIND = "collectives"
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectiveCalls(Event):
+    """At the program's end: collectives called from the learner's file (recorded or not)."""
+
+    KIND = "collective_calls"
+    n: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpInit(Event):
+    """A DistributedDataParallel was built: what it wraps."""
+
+    KIND = "ddp_init"
+    index: int = 0  # the rank's DDP models in order of construction
+    line: int | None = None
+    compiled: bool = False  # the wrapped module is a torch.compile'd model
+    module: str | None = None  # class name of the bare model
+    params: int | None = None  # its number of parameter elements
+    devices: list[str] = dataclasses.field(default_factory=list)  # of its parameters, sorted
+    device_ids: list[str] = dataclasses.field(default_factory=list)  # passed to DDP
+    find_unused: bool = False
+    keys: list[str] = dataclasses.field(default_factory=list)  # the bare model's state_dict
+    shapes: dict[str, list[int]] | None = None  # state_dict key -> shape
+    error: str | None = None  # describing the model failed (a harness error is on record)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DdpForward(Event):
+    """The first forward through any DDP model."""
+
+    KIND = "ddp_forward"
+    line: int | None = None
+    steps: int = 0  # optimizer steps taken before it
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NoSync(Event):
+    """The first `no_sync()` context entered."""
+
     KIND = "no_sync"
-    line: Any = None
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SetDevice(Event):
-    KIND = "set_device"
-    device: Any = None
-    index: Any = None
-    line: Any = None
+class DdpSummary(Event):
+    """At the program's end: DDP forwards, those that will all-reduce in backward, no_syncs."""
+
+    KIND = "ddp_summary"
+    forwards: int = 0
+    synced_forwards: int = 0
+    no_sync: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Consumed(Event):
+    """At the program's end: the samples each training forward through DDP fed the model,
+    batch by batch (a short hash per sample, equal across ranks for the same sample)."""
+
+    KIND = "consumed"
+    batches: list[list[str]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Iteration(Event):
+    """One pass over a DataLoader (or a DistributedSampler iterated directly), written at the
+    program's end: the indices it handed out and how its sampler was set up."""
+
+    KIND = "iteration"
+    id: int = 0  # the rank's passes in order
+    line: int | None = None  # where the pass started
+    steps: int = 0  # optimizer steps taken while this pass was the last to hand out indices
+    indices: list[int] = dataclasses.field(default_factory=list)  # the first `max_indices`
+    count: int = 0  # indices handed out (may exceed len(indices))
+    exhausted: bool = False  # the pass ran to the end of its sampler
+    sampler: str | None = None  # class name (the real sampler under a BatchSampler)
+    sampler_id: int | None = None
+    batch_sampler: str | None = None  # class name of the BatchSampler around it, if any
+    distributed: bool = False  # a DistributedSampler; the fields below are its settings
+    epoch: int | None = None
+    num_replicas: int | None = None
+    sampler_rank: int | None = None
+    shuffle: bool = False
+    drop_last: bool = False
+    seed: int | None = None
+    dataset_len: int | None = None  # the dataset under any Subsets
+    loader_len: int | None = None  # what the loader can hand out (a Subset is smaller)
+    mapped: bool = False  # indices were mapped through Subsets to the dataset's own
+    subset: str | None = None  # fingerprint of the samples the Subsets select (None: no Subset)
+    dataset: str | None = None  # fingerprint of the data: "t:..." tensors hashed, "w:..." type
+    batch_size: int | None = None
+    samples: list[list[float]] = dataclasses.field(default_factory=list)  # a few numbers each
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SetEpoch(Event):
     KIND = "set_epoch"
-    epoch: Any = None
-    sampler_id: Any = None
-    line: Any = None
+    epoch: int | None = None  # None: not an integer
+    sampler_id: int = 0
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SetDevice(Event):
+    """torch.cuda.set_device returned."""
+
+    KIND = "set_device"
+    device: str = ""  # the argument, as text
+    index: int | None = None  # torch.cuda.current_device() afterwards
+    line: int | None = None
 
 
 # --- Checkpoints, optimizer steps, losses, replay (hooks ckpt, optim, losses, amp, replay) ---

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
+from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.events import ClosureLoss, DdpForward, DdpInit, Step
+from grader.i18n import Message, msg
 
 GRAD_TOLERANCE = 0.02  # relative; the bugs this catches are off by 50% or more
 SUM_TOLERANCE = 1e-5
+FIRST_STEP = msg("ddp.reached_first_step", "the first optimizer step")
 
 
 @check(
@@ -17,17 +20,15 @@ SUM_TOLERANCE = 1e-5
     "run the forward pass through ddp_model and build the optimizer from ddp_model.parameters().",
 )
 def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
-    inits = {rank: e for rank, e in run.events("ddp_init")}
+    inits = {rank: e for rank, e in run.typed(DdpInit)}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
-        if (early := run.not_reached("every rank wrapped its model")) and not inits:
+        wrapped = msg("ddp.reached_wrapped", "every rank wrapped its model")
+        if (early := run.not_reached(wrapped)) and not inits:
             return early
-        return failed(
-            f"{ranks_text(missing).capitalize()} never wrapped a model in "
-            "DistributedDataParallel, so nothing kept the ranks' gradients in step.",
-            rank=missing[0],
-        )
+        return failed(_never_wrapped(missing), rank=missing[0])
     for r in run.ranks:
+        # The optimizer hook's `step` records (fields not declared in grader.events yet): raw.
         steps = r.of("step")
         if not steps:
             continue
@@ -35,38 +36,78 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
         # Every optimizer the program steps, not only the first one.
         for opening in (e for e in steps if e.get("n", 1) == 1):
             if opening.get("ddp_frac", 1.0) < 1.0:
-                which = (
-                    "optimizer"
-                    if opening.get("opt", 0) == 0
-                    else (
-                        f"{opening.get('optimizer') or 'optimizer'} (its optimizer "
-                        f"#{int(opening.get('opt', 0)) + 1})"
-                    )
-                )
                 return failed(
-                    f"Rank {r.rank}'s {which} updates parameters that are not the DDP model's "
-                    f"(first step {run.at(opening.get('line'))}): build it from "
-                    "ddp_model.parameters() after wrapping.",
+                    _not_ddp_parameters(r.rank, opening, run.at(opening.get("line"))),
                     rank=r.rank,
                     line=opening.get("line"),
                 )
-        fwd = r.first("ddp_forward")
-        if fwd is None or fwd.get("steps", 0) > 0:
+        fwd = r.first_typed(DdpForward)
+        if fwd is None or fwd.steps > 0:
             return failed(
-                f"Rank {r.rank} took its first optimizer step {run.at(first.get('line'))} without "
-                "a forward pass through the DDP model (calling the inner model skips DDP's "
-                "gradient averaging).",
+                msg(
+                    "ddp.no_ddp_forward",
+                    "Rank {rank} took its first optimizer step {where} without a forward pass "
+                    "through the DDP model (calling the inner model skips DDP's gradient "
+                    "averaging).",
+                    rank=r.rank,
+                    where=run.at(first.get("line")),
+                ),
                 rank=r.rank,
                 line=first.get("line"),
             )
-    if not any(r.of("step") for r in run.ranks):
-        return run.not_reached("the first optimizer step") or failed(
-            "No rank took an optimizer step, so the DDP model was never trained."
+    if not any(r.typed(Step) for r in run.ranks):
+        return run.not_reached(FIRST_STEP) or failed(
+            msg(
+                "ddp.never_trained",
+                "No rank took an optimizer step, so the DDP model was never trained.",
+            )
         )
     e = inits[0]
     return passed(
-        f"Every rank wrapped its {e.get('module')} ({e.get('params')} parameters) in DDP "
-        "and trained through it."
+        msg(
+            "ddp.wrapped_ok",
+            "Every rank wrapped its {module} ({params} parameters) in DDP and trained through it.",
+            module=e.module,
+            params=e.params,
+        )
+    )
+
+
+def _never_wrapped(missing: list[int]) -> Message:
+    if len(missing) == 1:
+        return msg(
+            "ddp.never_wrapped_one",
+            "Rank {rank} never wrapped a model in DistributedDataParallel, so nothing kept the "
+            "ranks' gradients in step.",
+            rank=missing[0],
+        )
+    return msg(
+        "ddp.never_wrapped",
+        "Ranks {first} and {last} never wrapped a model in DistributedDataParallel, so nothing "
+        "kept the ranks' gradients in step.",
+        first=", ".join(map(str, missing[:-1])),
+        last=missing[-1],
+    )
+
+
+def _not_ddp_parameters(rank: int, opening: dict[str, Any], where: str) -> Message:
+    """An optimizer (by its first `step` record) that updates parameters outside the DDP model."""
+    if opening.get("opt", 0) == 0:
+        return msg(
+            "ddp.optimizer_not_ddp",
+            "Rank {rank}'s optimizer updates parameters that are not the DDP model's (first step "
+            "{where}): build it from ddp_model.parameters() after wrapping.",
+            rank=rank,
+            where=where,
+        )
+    return msg(
+        "ddp.nth_optimizer_not_ddp",
+        "Rank {rank}'s {optimizer} (its optimizer #{number}) updates parameters that are not the "
+        "DDP model's (first step {where}): build it from ddp_model.parameters() after wrapping.",
+        rank=rank,
+        optimizer=opening.get("optimizer") or "optimizer",
+        number=int(opening.get("opt", 0)) + 1,
+        where=where,
     )
 
 
@@ -83,11 +124,14 @@ def _steps_by_rank(run: RunView) -> dict[int, dict[tuple[int, int], dict[str, An
 def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
     steps = _steps_by_rank(run)
     if not any(steps.values()):
-        return run.not_reached("the first optimizer step") or failed(
-            "No rank took an optimizer step, so there was nothing to compare."
+        return run.not_reached(FIRST_STEP) or failed(
+            msg(
+                "ddp.nothing_to_compare",
+                "No rank took an optimizer step, so there was nothing to compare.",
+            )
         )
     if run.world_size == 1:
-        return passed("Only one rank ran; there is nothing to keep in sync.")
+        return passed(msg("ddp.one_rank", "Only one rank ran; there is nothing to keep in sync."))
     if local := _closure_losses_differ(run):
         return local
     ref = steps.get(0, {})
@@ -108,41 +152,68 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
             if where is None:
                 continue  # equal to float64 precision in every tensor sum: bitwise noise only
             return failed(
-                f"After optimizer step {key[1]}, rank {rank}'s parameters differ from rank 0's: "
-                f"the sum of '{where}' is {vb:.6g} on rank {rank} and {va:.6g} on rank 0.",
+                msg(
+                    "ddp.params_differ",
+                    "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
+                    "the sum of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on rank 0.",
+                    step=key[1],
+                    rank=rank,
+                    param=where,
+                    other=vb,
+                    ref=va,
+                ),
                 rank=rank,
                 line=steps[rank].get((key[0], 1), {}).get("line"),
             )
     if compared == 0:
-        if early := run.not_reached("the ranks took a step in common"):
+        common = msg("ddp.reached_common_step", "the ranks took a step in common")
+        if early := run.not_reached(common):
             return early
-        return failed("The ranks took no optimizer steps in common, so they could not be compared.")
+        return failed(
+            msg(
+                "ddp.no_common_step",
+                "The ranks took no optimizer steps in common, so they could not be compared.",
+            )
+        )
     n = max(n for _, n in ref) if ref else 0
-    return passed(f"After each of the {n} optimizer steps, every rank held identical parameters.")
+    return passed(
+        msg(
+            "ddp.in_sync_ok",
+            "After each of the {n} optimizer steps, every rank held identical parameters.",
+            n=n,
+        )
+    )
 
 
 def _closure_losses_differ(run: RunView) -> Outcome | None:
     """A line search (LBFGS, strong Wolfe) chooses the step length from the losses its closure
     returns: ranks that return their own loss can choose different steps and drift apart, even
     where this run's steps happened to agree."""
-    by_rank = {r.rank: {e.get("call"): e for e in r.of("closure_loss")} for r in run.ranks}
-    for call, e in sorted(by_rank.get(0, {}).items()):
+    by_rank = {r.rank: {e.call: e for e in r.typed(ClosureLoss)} for r in run.ranks}
+    for call, e in sorted(by_rank.get(0, {}).items(), key=lambda item: item[0]):
         for rank, calls in sorted(by_rank.items()):
             other = calls.get(call)
             if rank == 0 or other is None:
                 continue
-            a, b = float(e.get("loss", 0.0)), float(other.get("loss", 0.0))
+            a, b = float(e.loss), float(other.loss)
             if abs(a - b) > SUM_TOLERANCE * max(1.0, abs(a), abs(b)):
                 return failed(
-                    f"At the optimizer step {run.at(other.get('line'))} the closure returned "
-                    f"{b:.6g} on rank {rank} and {a:.6g} on rank 0: each rank returned the loss "
-                    "of its own batch. The line search "
-                    f"({e.get('line_search')}) chooses the step length from the closure's loss, "
-                    "so the ranks can choose different steps and drift apart. Return the loss "
-                    "averaged over the ranks: all_reduce a detached copy and divide it by the "
-                    "world size.",
+                    msg(
+                        "ddp.closure_losses_differ",
+                        "At the optimizer step {where} the closure returned {other:.6g} on rank "
+                        "{rank} and {ref:.6g} on rank 0: each rank returned the loss of its own "
+                        "batch. The line search ({line_search}) chooses the step length from the "
+                        "closure's loss, so the ranks can choose different steps and drift "
+                        "apart. Return the loss averaged over the ranks: all_reduce a detached "
+                        "copy and divide it by the world size.",
+                        where=run.at(other.line),
+                        other=b,
+                        rank=rank,
+                        ref=a,
+                        line_search=e.line_search,
+                    ),
                     rank=rank,
-                    line=other.get("line"),
+                    line=other.line,
                 )
     return None
 
@@ -152,9 +223,10 @@ def _first_difference(
 ) -> tuple[str | None, float, float]:
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if abs(x - y) > SUM_TOLERANCE * max(1.0, abs(x), abs(y)):
-            return (names[i] if i < len(names) else f"parameter {i}"), x, y
+            name = names[i] if i < len(names) else msg("ddp.param_index", "parameter {i}", i=i)
+            return name, x, y
     if len(a) != len(b):
-        return "the parameter list", float(len(a)), float(len(b))
+        return msg("ddp.param_list", "the parameter list"), float(len(a)), float(len(b))
     return None, 0.0, 0.0
 
 
@@ -169,59 +241,83 @@ def _close(x: float, y: float) -> bool:
     "and do not divide the loss by the world size.",
 )
 def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
+    # The replay's and the optimizer hook's records (fields not declared in grader.events yet)
+    # are read raw.
     ranks0 = run.ranks[0] if run.ranks else None
     replay = ranks0.first("replay") if ranks0 else None
     first_step = ranks0.first("step") if ranks0 else None
     line = first_step.get("line") if first_step else None
-    if not run.events("ddp_init"):
-        return run.not_reached("the model was wrapped") or skipped(
-            "There is no DDP model whose first step could be replayed (see ddp.wrapped)."
+    if not run.typed(DdpInit):
+        wrapped = msg("ddp.reached_model_wrapped", "the model was wrapped")
+        return run.not_reached(wrapped) or skipped(
+            msg(
+                "ddp.no_model",
+                "There is no DDP model whose first step could be replayed (see ddp.wrapped).",
+            )
         )
     if replay is None:
-        return run.not_reached("rank 0's first step could be replayed") or failed(
-            "Rank 0 did not report its first step."
+        replayed = msg("ddp.reached_replay", "rank 0's first step could be replayed")
+        return run.not_reached(replayed) or failed(
+            msg("ddp.no_replay", "Rank 0 did not report its first step.")
         )
     if replay.get("status") == "zero_gradient" and not replay.get("norm_actual"):
         return failed(
-            "In the first step the gradient of your loss was exactly zero for every parameter on "
-            "every rank, so this loss cannot train the model: whatever the weights, it does not "
-            "change. Is it computed from the model's output in a way that depends on it? For "
-            "example, cross_entropy over a single output column is always 0 (use "
-            "binary_cross_entropy_with_logits for one logit, or give the model one output per "
-            "class).",
+            msg(
+                "ddp.zero_gradient",
+                "In the first step the gradient of your loss was exactly zero for every "
+                "parameter on every rank, so this loss cannot train the model: whatever the "
+                "weights, it does not change. Is it computed from the model's output in a way "
+                "that depends on it? For example, cross_entropy over a single output column is "
+                "always 0 (use binary_cross_entropy_with_logits for one logit, or give the model "
+                "one output per class).",
+            ),
             rank=0,
             line=line,
         )
     if replay.get("status") != "ok":
-        return skipped(f"The first step could not be replayed: {replay.get('reason')}.")
+        return skipped(
+            msg(
+                "ddp.not_replayed",
+                "The first step could not be replayed: {reason}.",
+                reason=replay.get("reason"),
+            )
+        )
     world = int(replay.get("world_size", run.world_size))
     rel, ratio = float(replay["rel_error"]), float(replay["ratio"])
     if rel > GRAD_TOLERANCE:
-        numbers = (
-            f"after backward in the first step, rank 0's gradient has norm "
-            f"{replay['norm_actual']:.4g}; the average of the ranks' own gradients (replayed "
-            f"in one process) has norm {replay['norm_expected']:.4g}"
+        return failed(
+            msg(
+                "ddp.not_averaged",
+                "In your run, after backward in the first step, rank 0's gradient has norm "
+                "{actual:.4g}; the average of the ranks' own gradients (replayed in one "
+                "process) has norm {expected:.4g}: {why}.",
+                actual=replay["norm_actual"],
+                expected=replay["norm_expected"],
+                why=_why_not_averaged(world, ratio, rel, replay.get("worst_param")),
+            ),
+            rank=0,
+            line=line,
         )
-        if world > 1 and abs(ratio - world) < 0.05 * world:
-            why = f"{ratio:.2f}× too large: the gradients were summed, not averaged"
-        elif world > 1 and abs(ratio * world - 1) < 0.05:
-            why = f"{ratio:.2f}× too small: they were divided by the world size ({world}) again"
-        else:
-            why = (
-                f"off by {rel:.0%} (largest difference in '{replay.get('worst_param')}'): "
-                "the ranks' gradients were not averaged by DDP"
-            )
-        return failed(f"In your run, {numbers}: {why}.", rank=0, line=line)
     step = float(replay.get("step_ratio", 1.0))
     if replay.get("step_parallel", True) and step > 1.001:
         why = (
-            f"the {world} ranks' gradients were summed once more (an all_reduce on top of DDP)"
+            msg(
+                "ddp.why_summed_again",
+                "the {world} ranks' gradients were summed once more (an all_reduce on top of DDP)",
+                world=world,
+            )
             if world > 1 and abs(step - world) < 1e-3 * world
-            else "something enlarged them"
+            else msg("ddp.why_enlarged", "something enlarged them")
         )
         return failed(
-            f"Between backward and the first optimizer step {run.at(line)}, rank 0's gradients "
-            f"grew {step:.3g}×: {why}. DDP had already averaged them during backward.",
+            msg(
+                "ddp.grew",
+                "Between backward and the first optimizer step {where}, rank 0's gradients grew "
+                "{step:.3g}×: {why}. DDP had already averaged them during backward.",
+                where=run.at(line),
+                step=step,
+                why=why,
+            ),
             rank=0,
             line=line,
         )
@@ -233,8 +329,13 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         and abs(step * world - 1) < 1e-3
     ):
         return failed(
-            f"Between backward and the first optimizer step {run.at(line)}, rank 0's gradients "
-            f"were divided by the world size ({world}) although DDP had already averaged them.",
+            msg(
+                "ddp.divided_after_backward",
+                "Between backward and the first optimizer step {where}, rank 0's gradients were "
+                "divided by the world size ({world}) although DDP had already averaged them.",
+                where=run.at(line),
+                world=world,
+            ),
             rank=0,
             line=line,
         )
@@ -250,23 +351,66 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
                 _world_scale_message(rank, scale, k, world, run.at(at)), rank=rank, line=at
             )
     return passed(
-        f"In the first step, every rank applied the average of the {world} ranks' gradients "
-        f"(replayed in one process; difference {rel:.1e})."
+        msg(
+            "ddp.averaged",
+            "In the first step, every rank applied the average of the {world} ranks' gradients "
+            "(replayed in one process; difference {rel:.1e}).",
+            world=world,
+            rel=rel,
+        )
     )
 
 
-def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str) -> str:
-    if k == 1:
-        what = f"{scale:.4g} (= 1/{world}, one over the world size)"
-    else:
-        what = (
-            f"{scale:.4g} over {k} accumulation micro-steps: 1/{k} averages those, and the extra "
-            f"1/{world} is one over the world size"
+def _why_not_averaged(world: int, ratio: float, rel: float, worst: str | None) -> Message:
+    """Why rank 0's first-step gradient is not the ranks' average, from how far off it is."""
+    if world > 1 and abs(ratio - world) < 0.05 * world:
+        return msg(
+            "ddp.why_summed",
+            "{ratio:.2f}× too large: the gradients were summed, not averaged",
+            ratio=ratio,
         )
-    return (
-        f"Rank {rank} multiplied its loss by {what} before backward {where}. DDP already "
-        f"averages the gradients over the ranks, so each step was {world}× smaller than the "
-        "gradient of the mean over the global batch."
+    if world > 1 and abs(ratio * world - 1) < 0.05:
+        return msg(
+            "ddp.why_divided_again",
+            "{ratio:.2f}× too small: they were divided by the world size ({world}) again",
+            ratio=ratio,
+            world=world,
+        )
+    return msg(
+        "ddp.why_not_averaged",
+        "off by {percent:.0f}% (largest difference in '{param}'): the ranks' gradients were not "
+        "averaged by DDP",
+        percent=rel * 100,
+        param=worst,
+    )
+
+
+def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str) -> Message:
+    if k == 1:
+        what = msg(
+            "ddp.scale_one",
+            "{scale:.4g} (= 1/{world}, one over the world size)",
+            scale=scale,
+            world=world,
+        )
+    else:
+        what = msg(
+            "ddp.scale_micro_steps",
+            "{scale:.4g} over {k} accumulation micro-steps: 1/{k} averages those, and the extra "
+            "1/{world} is one over the world size",
+            scale=scale,
+            k=k,
+            world=world,
+        )
+    return msg(
+        "ddp.world_scaled_loss",
+        "Rank {rank} multiplied its loss by {what} before backward {where}. DDP already averages "
+        "the gradients over the ranks, so each step was {world}× smaller than the gradient of "
+        "the mean over the global batch.",
+        rank=rank,
+        what=what,
+        where=where,
+        world=world,
     )
 
 

@@ -17,19 +17,16 @@ from grader.checks.base import (
     passed,
     skipped,
 )
+from grader.events import Consumed, DdpForward, Iteration, Step
 from grader.i18n import Message, msg
 
 PICTURE_MAX_INDICES = 4096
 
 
-def training_epochs(run: RunView) -> dict[int, list[dict[str, Any]]]:
+def training_epochs(run: RunView) -> dict[int, list[Iteration]]:
     """Per rank, the iterations during which optimizer steps were taken, in order (= epochs)."""
     return {
-        r.rank: [
-            e
-            for e in r.of("iteration")
-            if e.get("steps", 0) > 0 and e.get("attempt", 0) == r.last_attempt
-        ]
+        r.rank: [e for e in r.typed(Iteration) if e.steps > 0 and e.attempt == r.last_attempt]
         for r in run.ranks
     }
 
@@ -38,17 +35,17 @@ def sampler_artifact(run: RunView) -> dict[str, Any]:
     """Indices per rank per epoch, for a picture of who saw what."""
     epochs = training_epochs(run)
     n = max((len(v) for v in epochs.values()), default=0)
-    dataset_len = next((e.get("dataset_len") for v in epochs.values() for e in v), None)
+    dataset_len = next((e.dataset_len for v in epochs.values() for e in v), None)
     out = []
     for i in range(n):
         ranks = {}
         for rank, its in sorted(epochs.items()):
             if i < len(its):
                 ranks[str(rank)] = {
-                    "indices": its[i]["indices"][:PICTURE_MAX_INDICES],
-                    "count": its[i]["count"],
-                    "sampler": its[i].get("sampler"),
-                    "epoch": its[i].get("epoch"),
+                    "indices": its[i].indices[:PICTURE_MAX_INDICES],
+                    "count": its[i].count,
+                    "sampler": its[i].sampler,
+                    "epoch": its[i].epoch,
                 }
         out.append({"epoch": i, "ranks": ranks})
     return {"world_size": run.world_size, "dataset_len": dataset_len, "epochs": out}
@@ -67,7 +64,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         reported = msg("sampler.reached_report", "the ranks reported the data they trained on")
         if early := run.not_reached(reported):
             return early
-        if not run.events("step"):
+        if not run.typed(Step):
             return failed(
                 msg("sampler.no_step", "No optimizer step was taken, so no data drove training.")
             )
@@ -86,22 +83,22 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
         return early
     for i in range(n_epochs):
         its = {rank: v[i] for rank, v in epochs.items()}
-        sets = {rank: set(it["indices"]) for rank, it in its.items()}
-        dataset_len = its[0].get("dataset_len")
+        sets = {rank: set(it.indices) for rank, it in its.items()}
+        dataset_len = its[0].dataset_len
         # What the loader could hand out: a Subset (e.g. random_split) is smaller than the
         # dataset its indices point into.
-        loader_len = its[0].get("loader_len") or dataset_len
+        loader_len = its[0].loader_len or dataset_len
         pad = 0
-        if loader_len and its[0].get("distributed") and not its[0].get("drop_last"):
+        if loader_len and its[0].distributed and not its[0].drop_last:
             pad = math.ceil(loader_len / run.world_size) * run.world_size - loader_len
         ranks = sorted(sets)
         for a_i, a in enumerate(ranks):
             for b in ranks[a_i + 1 :]:
-                if its[a].get("dataset") != its[b].get("dataset"):
+                if its[a].dataset != its[b].dataset:
                     # Each rank built its own dataset: equal indices may be other samples, so
                     # compare the samples themselves (copies of the same data still overlap).
-                    shared = shared_samples(its[a].get("samples", []), its[b].get("samples", []))
-                    smaller = min(len(its[a].get("samples", [])), len(its[b].get("samples", [])))
+                    shared = shared_samples(its[a].samples, its[b].samples)
+                    smaller = min(len(its[a].samples), len(its[b].samples))
                     if shared > max(pad, 0.05 * smaller, 1):
                         return failed(
                             msg(
@@ -117,7 +114,7 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                                 smaller=smaller,
                             ),
                             rank=b,
-                            line=its[b].get("line"),
+                            line=its[b].line,
                         )
                     continue
                 common = sets[a] & sets[b]
@@ -148,23 +145,22 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                             why=why,
                         ),
                         rank=b,
-                        line=its[b].get("line"),
+                        line=its[b].line,
                     )
-        same_data = len({it.get("dataset") for it in its.values()}) == 1
+        same_data = len({it.dataset for it in its.values()}) == 1
         if loader_len and same_data:
             union = set().union(*sets.values())
-            batch = int(its[0].get("batch_size") or 1)
+            batch = int(its[0].batch_size or 1)
             allowed = run.world_size * batch + run.world_size
             unseen = loader_len - len(union)
             complete = all(
-                it["count"] == len(it["indices"]) and it.get("exhausted", False)
-                for it in its.values()
+                it.count == len(it.indices) and it.exhausted for it in its.values()
             )  # a pass left early (a step cap) or indices beyond the cap: coverage unknown
             if unseen > allowed and complete:
                 unseen_indices = sorted(set(range(loader_len)) - union)
                 missing = (
                     ""
-                    if its[0].get("mapped")
+                    if its[0].mapped
                     else msg(
                         "sampler.unseen_indices",
                         "; no rank saw indices {indices}",
@@ -192,9 +188,9 @@ def sampler_shards(run: RunView, params: dict[str, Any]) -> Outcome:
                 return failed(
                     partial,
                     rank=0,
-                    line=its[0].get("line"),
+                    line=its[0].line,
                 )
-    sizes = ", ".join(f"rank {r}: {v[0]['count']}" for r, v in sorted(epochs.items()) if v)
+    sizes = ", ".join(f"rank {r}: {v[0].count}" for r, v in sorted(epochs.items()) if v)
     return passed(
         msg(
             "sampler.disjoint",
@@ -223,7 +219,7 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
     """No loader handed out the data (batches cut from tensors by hand): judge from the samples
     each rank's training forwards consumed, over each rank's first pass through its data."""
     views = {r.rank: r for r in run.ranks}
-    consumed = {rank: (r.first("consumed") or {}).get("batches") or [] for rank, r in views.items()}
+    consumed = {rank: _consumed_batches(r.first_typed(Consumed)) for rank, r in views.items()}
     if not all(consumed.values()):
         return None
     passes = {rank: first_pass(batches) for rank, batches in consumed.items()}
@@ -234,7 +230,7 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
             shared = len(set(passes[a]) & set(passes[b]))
             smaller = min(len(set(passes[a])), len(set(passes[b])))
             if shared > max(1.0, 0.05 * smaller):
-                forward = views[b].first("ddp_forward") or {}
+                forward = views[b].first_typed(DdpForward)
                 return failed(
                     msg(
                         "sampler.hand_made_overlap",
@@ -248,7 +244,7 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
                         smaller=smaller,
                     ),
                     rank=b,
-                    line=forward.get("line"),
+                    line=forward.line if forward else None,
                 )
     if run.world_size == 1:
         return passed(msg("sampler.one_rank", "Only one rank ran; its data needed no split."))
@@ -262,12 +258,14 @@ def _hand_made_shards(run: RunView) -> Outcome | None:
     )
 
 
-def _why_overlap(
-    run: RunView, it_a: dict[str, Any], it_b: dict[str, Any], a: int, b: int
-) -> Message:
+def _consumed_batches(record: Consumed | None) -> list[list[str]]:
+    return record.batches if record else []
+
+
+def _why_overlap(run: RunView, it_a: Iteration, it_b: Iteration, a: int, b: int) -> Message:
     """Why two ranks' passes over the same data overlapped, from how their samplers were set up."""
     for rank, it in ((b, it_b), (a, it_a)):
-        if not it.get("distributed"):
+        if not it.distributed:
             return msg(
                 "sampler.why_no_sampler",
                 "Rank {rank} used no DistributedSampler, and without one every rank reads the "
@@ -275,7 +273,7 @@ def _why_overlap(
                 rank=rank,
             )
     for rank, it in ((a, it_a), (b, it_b)):
-        replicas, own = it.get("num_replicas"), it.get("sampler_rank")
+        replicas, own = it.num_replicas, it.sampler_rank
         if replicas is not None and (replicas != run.world_size or own != rank):
             return msg(
                 "sampler.why_wrong_replica",
@@ -286,28 +284,28 @@ def _why_overlap(
                 replicas=replicas,
                 world_size=run.world_size,
             )
-    if it_a.get("seed") != it_b.get("seed"):
+    if it_a.seed != it_b.seed:
         return msg(
             "sampler.why_seeds",
             "Their DistributedSamplers shuffled with different seeds ({seed_a} on rank {a}, "
             "{seed_b} on rank {b}), so each drew its own permutation and their slices of it "
             "overlap.",
-            seed_a=it_a.get("seed"),
-            seed_b=it_b.get("seed"),
+            seed_a=it_a.seed,
+            seed_b=it_b.seed,
             a=a,
             b=b,
         )
-    if it_a.get("epoch") != it_b.get("epoch"):
+    if it_a.epoch != it_b.epoch:
         return msg(
             "sampler.why_epochs",
             "Their DistributedSamplers were at different epochs (set_epoch gave them {epoch_a} "
             "on rank {a} and {epoch_b} on rank {b}), so each sliced a different permutation.",
-            epoch_a=it_a.get("epoch"),
-            epoch_b=it_b.get("epoch"),
+            epoch_a=it_a.epoch,
+            epoch_b=it_b.epoch,
             a=a,
             b=b,
         )
-    if it_a.get("subset") != it_b.get("subset"):
+    if it_a.subset != it_b.subset:
         return msg(
             "sampler.why_subset",
             "Their DistributedSamplers were set up correctly, but the Subset they index (e.g. "
@@ -327,7 +325,7 @@ def _why_overlap(
 )
 def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     epochs = training_epochs(run)
-    dist_its = {r: [it for it in v if it.get("distributed")] for r, v in epochs.items()}
+    dist_its = {r: [it for it in v if it.distributed] for r, v in epochs.items()}
     if not any(dist_its.values()):
         drove = msg("sampler.reached_sampler", "a DistributedSampler drove a training epoch")
         return run.not_reached(drove) or skipped(
@@ -336,7 +334,7 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
                 "No DistributedSampler drove training, so there was no shuffle to renew.",
             )
         )
-    if not any(it.get("shuffle") for v in dist_its.values() for it in v):
+    if not any(it.shuffle for v in dist_its.values() for it in v):
         return skipped(
             msg(
                 "sampler.no_shuffle",
@@ -353,23 +351,23 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     for rank, its in sorted(dist_its.items()):
         # Passes over the same data, in order (a fresh sampler every epoch is the same stream).
-        by_sampler: dict[Any, list[dict[str, Any]]] = {}
+        by_sampler: dict[tuple[str | None, int | None], list[Iteration]] = {}
         for it in its:
-            by_sampler.setdefault((it.get("dataset"), it.get("dataset_len")), []).append(it)
+            by_sampler.setdefault((it.dataset, it.dataset_len), []).append(it)
         for same_sampler in by_sampler.values():
             repeat = _repeated_epoch(same_sampler)
             if repeat is None:
                 continue
             n, prev, cur = repeat
-            start = ", ".join(map(str, cur["indices"][:5]))
+            start = ", ".join(map(str, cur.indices[:5]))
             if _same_seed_and_epoch(prev, cur):
                 why = msg(
                     "sampler.why_same_seed",
                     "both times its DistributedSampler shuffled with seed {seed} and epoch "
                     "{epoch} (the value set_epoch last gave it), and the same seed and epoch "
                     "give the same order",
-                    seed=cur.get("seed"),
-                    epoch=cur.get("epoch"),
+                    seed=cur.seed,
+                    epoch=cur.epoch,
                 )
             else:
                 why = msg("sampler.why_same_order", "the sampler handed out the same order again")
@@ -385,7 +383,7 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
                     why=why,
                 ),
                 rank=rank,
-                line=cur.get("line"),
+                line=cur.line,
             )
     n = max(len(v) for v in dist_its.values())
     return passed(
@@ -397,36 +395,35 @@ def sampler_set_epoch(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
-def _repeated_epoch(
-    its: list[dict[str, Any]],
-) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+def _repeated_epoch(its: list[Iteration]) -> tuple[int, Iteration, Iteration] | None:
     """(1-based pass number, pass before, pass) of the first pass that repeated the one before
     it: the same order, or a shuffle drawn from the same seed and epoch (which gives the same
     order over the same data, whichever sampler object drew it)."""
     for n, (prev, cur) in enumerate(itertools.pairwise(its), start=2):
-        if not cur.get("shuffle"):
+        if not cur.shuffle:
             continue
-        same_order = prev["indices"] == cur["indices"] and prev["count"] == cur["count"]
+        same_order = prev.indices == cur.indices and prev.count == cur.count
         if same_order or _same_seed_and_epoch(prev, cur):
             return n, prev, cur
     return None
 
 
-def _same_seed_and_epoch(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    keys = ("seed", "epoch", "num_replicas", "sampler_rank")
-    return all(a.get(k) is not None and a.get(k) == b.get(k) for k in keys)
+def _same_seed_and_epoch(a: Iteration, b: Iteration) -> bool:
+    ours = (a.seed, a.epoch, a.num_replicas, a.sampler_rank)
+    theirs = (b.seed, b.epoch, b.num_replicas, b.sampler_rank)
+    return all(x is not None and x == y for x, y in zip(ours, theirs, strict=True))
 
 
-def _different_samples(a: dict[str, Any], b: dict[str, Any], pad: int) -> bool:
+def _different_samples(a: Iteration, b: Iteration, pad: int) -> bool:
     """Both ranks' batches were seen and hardly any sample of one is among the other's."""
-    if str(a.get("dataset", "")).startswith("t:"):
+    if (a.dataset or "").startswith("t:"):
         return False  # the same tensors on both ranks: equal indices are equal samples
-    sa, sb = a.get("samples") or [], b.get("samples") or []
+    sa, sb = a.samples, b.samples
     if len(sa) < 8 or len(sb) < 8:
         return False
     # Two passes over the same data share about len(sa) * len(sb) / n samples even when only
     # a part of each was recorded; each rank's own shard shares none.
-    n = a.get("dataset_len") or max(len(sa), len(sb))
+    n = a.dataset_len or max(len(sa), len(sb))
     return shared_samples(sa, sb) <= max(pad, 0.5 * len(sa) * len(sb) / max(n, 1))
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from grader.events import SetDevice
 from grader.harness.tracer import Tracer, wrap
 
 
@@ -17,7 +18,7 @@ def install(tracer: Tracer) -> None:
                 index = torch.cuda.current_device()
             except Exception:
                 index = None
-            tracer.emit("set_device", device=str(device), index=index, line=tracer.where())
+            tracer.record(SetDevice(device=str(device), index=index, line=tracer.where()))
             return out
 
         return set_device

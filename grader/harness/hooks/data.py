@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DistributedSampler, Subset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from grader.events import Iteration, SetEpoch
 from grader.harness.tracer import Tracer, wrap
 
 MAX_INDICES = 50_000
@@ -46,6 +47,13 @@ def _sampler_info(sampler: Any) -> dict[str, Any]:
     else:
         info["distributed"] = False
     return info
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _root_dataset(dataset: Any) -> tuple[Any, Any]:
@@ -208,7 +216,7 @@ def install(tracer: Tracer) -> None:
 
     def make_set_epoch(original: Any) -> Any:
         def set_epoch(self: Any, epoch: int) -> None:
-            tracer.emit("set_epoch", epoch=epoch, sampler_id=id(self), line=tracer.where())
+            tracer.record(SetEpoch(epoch=_as_int(epoch), sampler_id=id(self), line=tracer.where()))
             return original(self, epoch)
 
         return set_epoch
@@ -237,6 +245,6 @@ def install(tracer: Tracer) -> None:
     def finish() -> None:
         for record in iterations:
             record.pop("_map", None)
-            tracer.emit("iteration", **record)
+            tracer.record(Iteration(**record))
 
     tracer.finalizers.append(finish)

@@ -9,6 +9,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils import _pytree as pytree
 
+from grader.events import Consumed, DdpForward, DdpInit, DdpSummary, NoSync
 from grader.harness import replay
 from grader.harness.tracer import Tracer, wrap
 
@@ -21,21 +22,22 @@ def bare_module(ddp: Any) -> Any:
     return module
 
 
-def _describe(ddp: Any) -> dict[str, Any]:
+def _describe(ddp: Any, *, index: int, line: int | None) -> DdpInit:
     module = bare_module(ddp)
     params = list(module.parameters())
-    devices = sorted({str(p.device) for p in params})
     sd = module.state_dict()
-    return {
-        "compiled": module is not ddp.module,
-        "module": type(module).__name__,
-        "params": sum(p.numel() for p in params),
-        "devices": devices,
-        "device_ids": [str(d) for d in (ddp.device_ids or [])],
-        "find_unused": bool(getattr(ddp, "find_unused_parameters", False)),
-        "keys": list(sd.keys())[:2000],
-        "shapes": {k: list(v.shape) for k, v in list(sd.items())[:2000] if hasattr(v, "shape")},
-    }
+    return DdpInit(
+        index=index,
+        line=line,
+        compiled=module is not ddp.module,
+        module=type(module).__name__,
+        params=sum(p.numel() for p in params),
+        devices=sorted({str(p.device) for p in params}),
+        device_ids=[str(d) for d in (ddp.device_ids or [])],
+        find_unused=bool(getattr(ddp, "find_unused_parameters", False)),
+        keys=list(sd.keys())[:2000],
+        shapes={k: list(v.shape) for k, v in list(sd.items())[:2000] if hasattr(v, "shape")},
+    )
 
 
 MAX_CONSUMED_ROWS = 8192  # per rank
@@ -88,12 +90,13 @@ def install(tracer: Tracer) -> None:
             line = tracer.where()
             original(self, *args, **kwargs)
             models.append(self)
+            index = len(models) - 1
             try:
-                info = _describe(self)
+                record = _describe(self, index=index, line=line)
             except Exception as exc:
                 tracer.fail("ddp_init", exc)
-                info = {"error": repr(exc)}
-            tracer.emit("ddp_init", index=len(models) - 1, line=line, **info)
+                record = DdpInit(index=index, line=line, error=repr(exc))
+            tracer.record(record)
 
         return __init__
 
@@ -103,7 +106,7 @@ def install(tracer: Tracer) -> None:
             grad = torch.is_grad_enabled()
             if forwards["total"] == 1:
                 forwards["first_line"] = tracer.where()
-                tracer.emit("ddp_forward", line=forwards["first_line"], steps=tracer.steps)
+                tracer.record(DdpForward(line=forwards["first_line"], steps=tracer.steps))
             if grad and self.require_backward_grad_sync:
                 tracer.state["pending_sync"] = True
                 forwards["synced"] += 1
@@ -139,7 +142,7 @@ def install(tracer: Tracer) -> None:
             n = tracer.state.get("no_sync", 0)
             tracer.state["no_sync"] = n + 1
             if n == 0:
-                tracer.emit("no_sync", line=tracer.where())
+                tracer.record(NoSync(line=tracer.where()))
             return original(self)
 
         return no_sync
@@ -167,12 +170,13 @@ def install(tracer: Tracer) -> None:
     wrap(DDP, "forward", make_forward)
     wrap(DDP, "no_sync", make_no_sync)
     wrap(torch.autograd, "backward", make_backward)
-    tracer.finalizers.append(lambda: tracer.emit("consumed", batches=consumed["batches"]))
+    tracer.finalizers.append(lambda: tracer.record(Consumed(batches=consumed["batches"])))
     tracer.finalizers.append(
-        lambda: tracer.emit(
-            "ddp_summary",
-            forwards=forwards["total"],
-            synced_forwards=forwards["synced"],
-            no_sync=tracer.state.get("no_sync", 0),
+        lambda: tracer.record(
+            DdpSummary(
+                forwards=forwards["total"],
+                synced_forwards=forwards["synced"],
+                no_sync=tracer.state.get("no_sync", 0),
+            )
         )
     )

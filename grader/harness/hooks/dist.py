@@ -15,6 +15,16 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from grader.events import (
+    Barrier,
+    BarrierEnter,
+    CollectiveCall,
+    CollectiveCalls,
+    Collectives,
+    Destroy,
+    Init,
+    InitError,
+)
 from grader.harness.tracer import Tracer, wrap
 
 COLLECTIVES = (
@@ -58,20 +68,32 @@ def _dtype(value: Any) -> str:
     return "-"
 
 
-def signature(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def call_record(
+    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, i: int, line: int, step: int
+) -> CollectiveCall:
+    """What one call of collective `name` sends: the values every rank must agree on."""
     first = args[0] if args else next(iter(kwargs.values()), None)
-    sig: dict[str, Any] = {"op": name, "numel": _numel(first), "dtype": _dtype(first)}
+    numel, redop, src = _numel(first), None, None
     if name in ("all_reduce", "reduce"):
         op = kwargs.get("op", args[2] if name == "reduce" and len(args) > 2 else None)
         if name == "all_reduce" and op is None and len(args) > 1:
             op = args[1]
-        sig["redop"] = str(op if op is not None else "SUM").rsplit(".", 1)[-1]
+        redop = str(op if op is not None else "SUM").rsplit(".", 1)[-1]
     if name in ("broadcast", "broadcast_object_list"):
-        sig["src"] = kwargs.get("src", args[1] if len(args) > 1 else 0)
+        src = _as_int(kwargs.get("src", args[1] if len(args) > 1 else 0))
     if name in ("all_gather", "all_gather_into_tensor", "all_gather_object"):
         out = args[0] if args else kwargs.get("tensor_list", kwargs.get("output_tensor"))
-        sig["numel"] = _numel(out)
-    return sig
+        numel = _numel(out)
+    return CollectiveCall(
+        i=i, line=line, step=step, op=name, numel=numel, dtype=_dtype(first), redop=redop, src=src
+    )
 
 
 def install(tracer: Tracer) -> None:
@@ -90,19 +112,26 @@ def install(tracer: Tracer) -> None:
             try:
                 out = original(*args, **kwargs)
             except BaseException as exc:
-                tracer.emit("init_error", requested=requested, error=repr(exc)[:500], line=line)
+                tracer.record(
+                    InitError(
+                        requested=None if requested is None else str(requested),
+                        error=repr(exc)[:500],
+                        line=line,
+                    )
+                )
                 raise
             try:
                 backend = str(dist.get_backend())
             except Exception:
                 backend = None
-            tracer.emit(
-                "init",
-                requested=None if requested is None else str(requested),
-                backend=backend,
-                rank=dist.get_rank(),
-                world_size=dist.get_world_size(),
-                line=line,
+            tracer.record(
+                Init(
+                    requested=None if requested is None else str(requested),
+                    backend=backend,
+                    rank=dist.get_rank(),
+                    world_size=dist.get_world_size(),
+                    line=line,
+                )
             )
             return out
 
@@ -110,7 +139,7 @@ def install(tracer: Tracer) -> None:
 
     def make_destroy(original: Any) -> Any:
         def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
-            tracer.emit("destroy", line=tracer.where(), group=bool(args or kwargs))
+            tracer.record(Destroy(line=tracer.where(), group=bool(args or kwargs)))
             return original(*args, **kwargs)
 
         return destroy_process_group
@@ -119,12 +148,13 @@ def install(tracer: Tracer) -> None:
         calls["n"] += 1
         if calls["n"] > MAX_CALL_EVENTS:
             return
+        i, step = calls["n"], tracer.steps
         try:
-            sig = signature(name, args, kwargs)
+            call = call_record(name, args, kwargs, i=i, line=line, step=step)
         except Exception as exc:
             tracer.fail("collective_call", exc)
-            sig = {"op": name}
-        tracer.emit("collective_call", i=calls["n"], line=line, step=tracer.steps, **sig)
+            call = CollectiveCall(i=i, line=line, step=step, op=name)
+        tracer.record(call)
 
     def make_collective(name: str) -> Any:
         def make(original: Any) -> Any:
@@ -133,13 +163,13 @@ def install(tracer: Tracer) -> None:
                 if line is not None and name not in UNRECORDED:
                     record(name, line, args, kwargs)
                 if name in ("barrier", "monitored_barrier"):
-                    tracer.emit("barrier_enter", line=line)
+                    tracer.record(BarrierEnter(line=line))
                 out = original(*args, **kwargs)
                 if line is not None or name in ("barrier", "monitored_barrier"):
                     counts[name] = counts.get(name, 0) + 1
                 tracer.sync += 1
                 if name in ("barrier", "monitored_barrier"):
-                    tracer.emit("barrier", line=line)
+                    tracer.record(Barrier(line=line))
                 return out
 
             return collective
@@ -151,5 +181,5 @@ def install(tracer: Tracer) -> None:
         wrap(owner, "destroy_process_group", make_destroy)
         for name in COLLECTIVES:
             wrap(owner, name, make_collective(name))
-    tracer.finalizers.append(lambda: tracer.emit("collectives", counts=dict(counts)))
-    tracer.finalizers.append(lambda: tracer.emit("collective_calls", n=calls["n"]))
+    tracer.finalizers.append(lambda: tracer.record(Collectives(counts=dict(counts))))
+    tracer.finalizers.append(lambda: tracer.record(CollectiveCalls(n=calls["n"])))
