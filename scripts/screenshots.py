@@ -1,7 +1,8 @@
 """`make screenshots`: desktop (1280x800) and phone (390x844) screenshots of the learner's pages,
 written to screenshots/ (git-ignored) for review.
 
-Pages: the course, a lesson step, the quick check answered, the exercise with a failed result,
+Pages: the course, a lesson step, the quick check answered, the exercise as a visitor sees it
+and with a failed result,
 sign-in (with its error), registration, in English and Turkish; then a live submission of the
 lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
 Usage: python scripts/screenshots.py [--out DIR] [--no-live]
@@ -34,20 +35,19 @@ def shoot_pages(browser: Any, url: str, out: Path) -> None:
     for name, (width, height) in VIEWPORTS.items():
         phone = name == "phone"
         for locale in ("en", "tr"):
-            context = browser.new_context(
-                base_url=url,
-                viewport={"width": width, "height": height},
-                is_mobile=phone,
-                has_touch=phone,
-                locale=locale,
-            )
-            context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
-            for open_page in PAGES:
+            for open_page in PAGES:  # a context each: some pages sign a learner up
+                context = browser.new_context(
+                    base_url=url,
+                    viewport={"width": width, "height": height},
+                    is_mobile=phone,
+                    has_touch=phone,
+                    locale=locale,
+                )
+                context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
                 page = context.new_page()
                 open_page(page)
                 page.screenshot(path=str(out / f"{open_page.__name__}-{locale}-{name}.png"))
-                page.close()
-            context.close()
+                context.close()
 
 
 def sign_up(page: Any) -> None:

@@ -57,7 +57,9 @@ def lesson_action(lesson_id: str, standing: LessonStandingView | None) -> tuple[
     if standing.next_step is not None:
         return "continue", f"{page}?step={standing.next_step}#steps"
     if standing.next_question is not None:
-        return "continue", f"{page}#quiz-{quote(standing.next_question, safe='')}"
+        # The lesson page opens the card of `?question=` (the quick check is in the sequence).
+        question = quote(standing.next_question, safe="")
+        return "continue", f"{page}?question={question}#quiz-{question}"
     return "continue", f"{page}#exercise-{quote(standing.next_exercise or '', safe='')}"
 
 
@@ -67,6 +69,7 @@ def _lesson_response(
     locale: str,
     progress: object,
     step: int | None,
+    question: str | None,
     verdicts: dict[str, tuple[str, QuizVerdict]],
     seed: str,
 ) -> Response:
@@ -82,11 +85,15 @@ def _lesson_response(
     except content.ContentNotFound:
         message = translate(locale, "There is no such lesson. Pick one from the course page.")
         return _error_page(request, locale, 404, message)
+    # One sequence of cards: the steps, then one card per quick-check question.
     step_ids = [item.id for item in lesson.steps]
+    question_ids = [item.id for item in lesson.quiz]
     last_step = getattr(progress, "last_step", None)
+    if step is None and question in question_ids:
+        step = len(step_ids) + question_ids.index(question) + 1
     if step is None and last_step in step_ids:
         step = step_ids.index(last_step) + 1
-    current = min(max(step or 1, 1), len(step_ids))
+    current = min(max(step or 1, 1), len(step_ids) + len(question_ids))
 
     def step_href(index: int) -> str:
         """This page at step `index`, keeping the other query parameters (e.g. ?locale=)."""
@@ -98,8 +105,8 @@ def _lesson_response(
         query["step"] = str(index)
         return f"/lessons/{lesson.id}?{urlencode(query)}"
 
-    # The quick check's form comes back to this step, in the locale the URL asked for.
-    quiz_query = {"step": str(current)}
+    # Each question's form comes back to the question's card, in the locale the URL asked for.
+    quiz_query: dict[str, str] = {}
     if "locale" in request.query_params:
         quiz_query["locale"] = request.query_params["locale"]
     return render(
@@ -133,7 +140,9 @@ def lesson_page(
     question: Annotated[str | None, Query(max_length=100)] = None,
     choice: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """One lesson: step cards one at a time (`?step=N`), the quick check, the exercises.
+    """One lesson: a sequence of cards shown one at a time (`?step=N`): the steps, then the quick
+    check's questions, one per card (`?question=<id>` opens that question's card); then the
+    exercises and the next lesson.
 
     `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
     JavaScript) posts to the learning domain, which records the answer and redirects here. A
@@ -145,7 +154,7 @@ def lesson_page(
         answers[question] = choice  # the answer just sent wins over the saved one
     verdicts = _verdicts(lesson_id, answers, locale)
     seed = learner_seed(learner.id if learner else None)
-    return _lesson_response(request, lesson_id, locale, progress, step, verdicts, seed)
+    return _lesson_response(request, lesson_id, locale, progress, step, question, verdicts, seed)
 
 
 def _verdicts(

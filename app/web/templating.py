@@ -14,9 +14,11 @@ import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2.ext import _make_new_gettext, _make_new_ngettext
+from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
+from app.content.markdown import highlight_code
 from app.i18n import LOCALE_NAMES, SUPPORTED_LOCALES, get_translations, resolve_locale
 from app.web.assets import content_version
 
@@ -49,7 +51,13 @@ def template_exists(name: str) -> bool:
     return True
 
 
+def highlight_python(code: str) -> Markup:
+    """Python code as highlighted HTML spans, for a read-only <pre>."""
+    return Markup(highlight_code(code, "python"))
+
+
 _env.globals.update(static_url=static_url, template_exists=template_exists)
+_env.filters["highlight_python"] = highlight_python
 
 
 def add_context_processor(processor: Callable[[Request], dict[str, Any]]) -> None:

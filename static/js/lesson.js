@@ -1,4 +1,5 @@
-// Lesson page: one step card at a time (buttons, links, arrow keys) and the quick check.
+// Lesson page: one card at a time (buttons, links, arrow keys): the steps, then the quick check's
+// questions, each answered in place.
 // Without JavaScript the same links and forms work as ordinary page loads.
 (function () {
   "use strict";
@@ -7,6 +8,8 @@
   if (steps) setUpSteps(steps);
   document.querySelectorAll("form.quiz-question[data-api]").forEach(setUpQuestion);
 
+  // The lesson is one sequence of cards: the steps, then the quick check's questions (one per
+  // card). After the last card come the exercises; the status and the meter count them too.
   function setUpSteps(root) {
     var cards = Array.prototype.slice.call(root.querySelectorAll(".step-card"));
     var status = document.getElementById("step-status");
@@ -16,30 +19,48 @@
     var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
     var current = parseInt(root.getAttribute("data-current"), 10) || 1;
     var total = cards.length;
+    var stepCount = root.querySelectorAll(".step-card[data-step-id]").length;
     var meterBox = root.querySelector(".step-meter");
     var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
 
-    // The meter counts the whole sequence; past the steps, the part in view is the quick check
-    // (the step count plus one) or an exercise (after the quick check).
-    function setMeter(position) {
-      if (meterBox) meterBox.value = Math.min(position, parts);
+    // Where the learner is in the whole sequence: a card, or an exercise below the cards.
+    function setPart(node) {
+      var position = parseInt(node.getAttribute("data-step-index"), 10);
+      if (meterBox && position) meterBox.value = Math.min(position, parts);
+      if (status) status.textContent = node.getAttribute("data-progress-label");
     }
-    function partOf(hash) {
-      if (hash === "#quiz" || hash.indexOf("#quiz-") === 0) return total + 1;
-      var exercises = Array.prototype.slice.call(document.querySelectorAll(".exercise[id]"));
-      var quiz = document.getElementById("quiz") ? 1 : 0;
-      if (hash === "#exercises") return total + quiz + 1;
-      var found = exercises.findIndex(function (node) { return "#" + node.id === hash; });
-      return found >= 0 ? total + quiz + found + 1 : 0;
+
+    // The card a link's #fragment points into (#quiz is the quick check's first question).
+    function cardOf(hash) {
+      if (!hash || hash.length < 2) return 0;
+      var target = hash === "#quiz" ? root.querySelector(".step-card--quiz") : document.getElementById(decodeURIComponent(hash.slice(1)));
+      var card = target && target.closest && target.closest(".step-card");
+      return card ? cards.indexOf(card) + 1 : 0;
     }
-    window.addEventListener("hashchange", function () {
-      var part = partOf(window.location.hash);
-      if (part) setMeter(part);
-    });
+    function exerciseOf(hash) {
+      var exercises = document.querySelectorAll(".exercise[data-step-index]");
+      if (hash === "#exercises") return exercises[0] || null;
+      var target = hash && hash.length > 1 && document.getElementById(decodeURIComponent(hash.slice(1)));
+      return (target && target.closest && target.closest(".exercise[data-step-index]")) || null;
+    }
+    function follow(hash, moveFocus) {
+      var index = cardOf(hash);
+      if (index) {
+        show(index, moveFocus, true);
+        var target = hash === "#quiz" ? null : document.getElementById(decodeURIComponent(hash.slice(1)));
+        if (target && !moveFocus) target.scrollIntoView({ block: "start" });
+        return;
+      }
+      var exercise = exerciseOf(hash);
+      if (exercise) setPart(exercise);
+    }
+    window.addEventListener("hashchange", function () { follow(window.location.hash, true); });
 
     function stepUrl(index) {
       var url = new URL(window.location.href);
       url.searchParams.set("step", String(index));
+      url.searchParams.delete("question");
+      url.searchParams.delete("choice");
       url.hash = "steps";
       return url;
     }
@@ -51,13 +72,12 @@
       else link.removeAttribute("aria-disabled");
     }
 
-    function show(index, moveFocus) {
+    function show(index, moveFocus, keepHash) {
       if (index < 1 || index > total || index === current) return;
       current = index;
       cards.forEach(function (card, i) { card.hidden = i + 1 !== index; });
       var card = cards[index - 1];
-      status.textContent = card.getAttribute("data-progress-label");
-      setMeter(index);
+      setPart(card);
       root.setAttribute("data-current", String(index));
       setLink(prev, Math.max(index - 1, 1), index <= 1);
       setLink(next, Math.min(index + 1, total), index >= total && !after);
@@ -66,10 +86,13 @@
         after.hidden = index < total;
       }
       root.querySelectorAll("[data-step-link]").forEach(function (link) {
-        if (parseInt(link.getAttribute("data-step-link"), 10) === index) link.setAttribute("aria-current", "step");
+        var first = parseInt(link.getAttribute("data-step-link"), 10);
+        var last = parseInt(link.getAttribute("data-step-link-last"), 10) || first;
+        if (index >= first && index <= last) link.setAttribute("aria-current", "step");
         else link.removeAttribute("aria-current");
       });
       var url = stepUrl(index);
+      if (keepHash) url.hash = window.location.hash;
       history.replaceState({ step: index }, "", url.pathname + url.search + url.hash);
       if (moveFocus) {
         // Focus the new title without scrolling, then bring the card's top into view only when it
@@ -79,8 +102,15 @@
         var top = root.getBoundingClientRect().top;
         if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });
       }
+      announce(card);
+    }
+
+    // Progress sync hears about the steps (the quick check's cards are recorded as answers).
+    function announce(card) {
+      var stepId = card && card.getAttribute("data-step-id");
+      if (!stepId) return;
       document.dispatchEvent(new CustomEvent("rdv:step", {
-        detail: { lessonId: lessonId, stepId: card.getAttribute("data-step-id"), index: index, total: total }
+        detail: { lessonId: lessonId, stepId: stepId, index: cards.indexOf(card) + 1, total: stepCount }
       }));
     }
 
@@ -105,10 +135,9 @@
       show(current + (event.key === "ArrowRight" ? 1 : -1), true);
     });
 
-    // Tell listeners (progress sync) which step is shown at load.
-    document.dispatchEvent(new CustomEvent("rdv:step", {
-      detail: { lessonId: lessonId, stepId: cards[current - 1] && cards[current - 1].getAttribute("data-step-id"), index: current, total: total }
-    }));
+    // Tell listeners (progress sync) which step is shown at load; a link into a card shows it.
+    announce(cards[current - 1]);
+    if (window.location.hash) follow(window.location.hash, false);
   }
 
   function isTyping(target) {

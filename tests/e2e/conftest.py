@@ -5,6 +5,7 @@ Fixtures for every e2e test (session-scoped, so one server and one browser per t
 - `live_server`: a LiveServer with `.url`; `start_live_server(tmp_dir, extra_env)` starts another
   one with different settings (e.g. another grading backend) from a test's own fixture.
 - `browser`: a Playwright Browser; `page`: a fresh context and page per test (1280x800).
+- `sign_up(page, next_path)`: registers a new learner through the form (signed in afterwards).
 All tests under tests/e2e get the `e2e` marker and share one xdist group.
 """
 
@@ -17,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,3 +131,13 @@ def page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
     new_page = context.new_page()
     yield new_page
     context.close()
+
+
+def sign_up(page: Any, next_path: str = "/") -> None:
+    """Register a new learner through the form, in the page's context, and land on next_path."""
+    page.goto(f"/register?next={next_path}")
+    page.fill("#display_name", "Ada")
+    page.fill("#email", f"e2e-{uuid.uuid4().hex[:12]}@example.org")
+    page.fill("#password", "correct horse battery staple")
+    page.locator("form.auth-form button[type=submit]").click()
+    page.wait_for_load_state()

@@ -1,6 +1,7 @@
 """axe-core (tests/e2e/vendor, see its README) in Chromium: no serious or critical violation on
-the course page, a lesson step, the quick check, an exercise with a failed result, sign-in and
-registration, in English and Turkish."""
+the course page, a lesson step, the quick check (a question's card, answered), an exercise as a
+visitor sees it (read-only) and with a failed result (signed in), sign-in and registration, in
+English and Turkish."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import LiveServer
+from tests.e2e.conftest import LiveServer, sign_up
 from tests.e2e.results import failed_result
 
 AXE = Path(__file__).parent / "vendor" / "axe.min.js"
@@ -41,14 +42,20 @@ def lesson_step(page: Any) -> None:
 
 def quick_check(page: Any) -> None:
     page.goto(LESSON_URL)
-    form = page.locator("form.quiz-question").first
+    page.locator("[data-step-link-last]").click()  # the quick check in the list of the lesson
+    form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
     form.locator('input[name="choice"]').first.check()
     form.locator('button[type="submit"]').click()
     form.locator(".verdict").wait_for()
 
 
+def exercise_preview(page: Any) -> None:
+    page.goto(LESSON_URL + "#ex-train")
+    page.locator(".exercise-preview .exercise-preview__code").first.wait_for()
+
+
 def failed_exercise(page: Any) -> None:
-    page.goto(LESSON_URL)
+    sign_up(page, LESSON_URL)
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     shown = failed_result(page.evaluate("document.documentElement.lang"))
@@ -68,7 +75,15 @@ def registration(page: Any) -> None:
     page.goto("/register")
 
 
-PAGES = [course, lesson_step, quick_check, failed_exercise, sign_in, registration]
+PAGES = [
+    course,
+    lesson_step,
+    quick_check,
+    exercise_preview,
+    failed_exercise,
+    sign_in,
+    registration,
+]
 
 
 @pytest.mark.parametrize("locale", ["en", "tr"])

@@ -1,6 +1,7 @@
 """The verdict and the way on, in Chromium: the verdict banner scrolled into view and focused,
 failed checks first then not judged, passes collapsed, "rank N, line L" moves the editor's cursor,
-a pass offers the next step; the lesson's last step leads on instead of dead-ending; Previous/Next
+a pass offers the next step; the lesson is one sequence (steps, the quick check's cards, the
+exercise, the next lesson) that never dead-ends and that the meter counts whole; Previous/Next
 keep the buttons in place on a phone; keyboard tips only where there is a keyboard."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tests.e2e.conftest import LiveServer
+from tests.e2e.conftest import LiveServer, sign_up
 from tests.e2e.results import failed_result, passed_result
 
 LESSON_URL = "/lessons/ddp-fundamentals"
@@ -16,6 +17,9 @@ SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 
 
 def open_exercise(page: Any, selector: str = SECTION) -> Any:
+    """The exercise with its editor, which only a signed-in learner gets."""
+    if not page.context.cookies():
+        sign_up(page)
     page.goto(LESSON_URL)
     section = page.locator(selector)
     section.locator(".cm-content").wait_for()
@@ -77,22 +81,66 @@ def test_a_pass_offers_the_next_exercise_then_the_next_lesson(page: Any) -> None
     assert "Next lesson" in offer.inner_text()
 
 
-def test_the_last_step_leads_on_to_the_quick_check(page: Any) -> None:
-    page.goto(LESSON_URL + "?step=99")
+def counts(page: Any) -> tuple[int, int, int]:
+    steps = page.locator(".step-card[data-step-id]").count()
+    return steps, page.locator(".step-card--quiz").count(), page.locator(".exercise").count()
+
+
+def meter_value(page: Any) -> int:
+    return int(page.locator(".step-meter").evaluate("m => m.value"))
+
+
+def test_the_steps_lead_on_to_the_quick_check_cards_then_the_exercise(page: Any) -> None:
+    page.goto(LESSON_URL)
+    steps, questions, exercises = counts(page)
+    assert questions > 0 and exercises > 0
+    parts = steps + questions + exercises
+    meter = page.locator(".step-meter")
+    assert int(meter.get_attribute("max") or 0) == parts
+    assert page.locator("#step-status").inner_text() == f"Step 1 of {parts}"
+
+    page.goto(f"{LESSON_URL}?step={steps}")
+    page.locator('[data-step-nav="next"]').click()  # from the last step into the quick check
+    first_quiz = page.locator(".step-card--quiz").first
+    assert first_quiz.is_visible() and page.locator(".step-card[data-step-id]:visible").count() == 0
+    assert page.locator("#step-status").inner_text() == f"Step {steps + 1} of {parts}"
+    assert meter_value(page) == steps + 1
+    assert re.search(rf"step={steps + 1}", page.url)
+    # The keyboard moves through the same sequence (focus is on the card's title).
+    page.keyboard.press("ArrowLeft")
+    assert page.locator("#step-status").inner_text() == f"Step {steps} of {parts}"
+    page.keyboard.press("ArrowRight")
+    assert first_quiz.is_visible()
+
+    for _ in range(questions - 1):
+        page.locator('[data-step-nav="next"]').click()
     after = page.locator('[data-step-nav="after"]')
     assert after.is_visible() and page.locator('[data-step-nav="next"]').is_hidden()
-    meter = page.locator(".step-meter")
-    parts = int(meter.get_attribute("data-parts") or 0)
-    steps = page.locator(".step-card").count()
-    assert parts == steps + 1 + page.locator(".exercise").count()  # steps, quiz, exercises
+    assert page.locator(".step-card--quiz").last.is_visible()
+    assert meter_value(page) == steps + questions
+    after.click()  # on to the exercise
+    page.wait_for_url(re.compile(r"#exercises$"))
+    page.wait_for_function(
+        "v => document.querySelector('.step-meter').value === v", arg=steps + questions + 1
+    )
+    assert page.locator("#step-status").inner_text() == f"Step {steps + questions + 1} of {parts}"
+    # ... and after the exercises, the next lesson.
+    assert page.locator("#exercises [data-next-lesson]").is_visible()
 
-    assert int(meter.get_attribute("max") or 0) == parts
-    assert meter.evaluate("m => m.value") == steps
-    after.click()
-    page.wait_for_url(re.compile(r"#quiz$"))
-    page.wait_for_function("v => document.querySelector('.step-meter').value === v", arg=steps + 1)
     page.locator('[data-step-nav="prev"]').click()
     assert after.is_hidden() and page.locator('[data-step-nav="next"]').is_visible()
+
+
+def test_a_link_to_a_question_opens_its_card(page: Any) -> None:
+    page.goto(LESSON_URL)
+    steps, questions, _ = counts(page)
+    question = page.locator(".step-card--quiz").nth(questions - 1)
+    question_id = question.get_attribute("data-question-id")
+    page.goto(f"{LESSON_URL}#quiz-{question_id}")  # as the course page's Continue links
+    question.wait_for()
+    assert meter_value(page) == steps + questions
+    page.goto(f"{LESSON_URL}?question={question_id}")  # the same without JavaScript
+    assert page.get_attribute("#steps", "data-current") == str(steps + questions)
 
 
 def test_on_a_phone_next_stays_put_and_no_keyboard_tips(
@@ -114,14 +162,19 @@ def test_on_a_phone_next_stays_put_and_no_keyboard_tips(
         )
         next_link = page.locator('[data-step-nav="next"]')
         next_link.scroll_into_view_if_needed()
-        before = next_link.bounding_box()
-        next_link.click()
-        after = next_link.bounding_box()
-        assert before is not None and after is not None
-        assert page.locator("#step-status").inner_text().startswith("Step 2")
-        # The card above may be shorter or longer; the page never jumps to the top of the card
-        # when it is on screen already, so the button stays within reach of the thumb.
-        assert 0 <= after["y"] <= 844
+        cards = page.locator(".step-card").count()
+        for index in range(2, cards + 1):  # the steps, then the quick check's cards
+            next_link.click()
+            assert page.locator("#step-status").inner_text().startswith(f"Step {index} ")
+            # The card may be shorter or longer; the page never jumps to the top, so the
+            # buttons stay within reach of the thumb, and the new card's title is in view.
+            button = page.locator(
+                '[data-step-nav="next"]:visible, [data-step-nav="after"]:visible'
+            ).bounding_box()
+            title = page.locator(".step-card:not([hidden]) .step-card__title").bounding_box()
+            assert button is not None and title is not None
+            assert button["y"] >= 0 and button["y"] + button["height"] <= 844, index
+            assert 0 <= title["y"] <= 844, index
     finally:
         context.close()
 

@@ -1,6 +1,7 @@
-"""The course in a real browser: open the course, open lesson 2, move through its steps with the
-buttons and the keyboard (and without JavaScript), answer the quick check, switch the language,
-and read it all on a 360 px wide phone without sideways scrolling."""
+"""The course in a real browser: open the course, open lesson 2, move through its sequence (the
+steps, then the quick check's questions, one card each) with the buttons and the keyboard (and
+without JavaScript), answer a question in place, switch the language, and read it all on a 360 px
+wide phone without sideways scrolling."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def lesson_two() -> Any:
     return LESSON_2.lesson
 
 
+def parts(lesson: Any) -> int:
+    """What "Step N of M" counts: the steps, the quick check's questions, the exercises."""
+    return len(lesson.steps) + len(lesson.quiz) + len(lesson.exercises)
+
+
 def status(page: Any) -> str:
     return str(page.locator("#step-status").inner_text()).strip()
 
@@ -30,7 +36,8 @@ def status(page: Any) -> str:
 def visible_step_ids(page: Any) -> list[str]:
     return list(
         page.eval_on_selector_all(
-            ".step-card", "cards => cards.filter(c => !c.hidden).map(c => c.dataset.stepId)"
+            ".step-card[data-step-id]",
+            "cards => cards.filter(c => !c.hidden).map(c => c.dataset.stepId)",
         )
     )
 
@@ -54,7 +61,7 @@ def test_course_page_lists_the_lessons_in_order(page: Any) -> None:
 
 def test_steps_with_buttons_and_keyboard(page: Any) -> None:
     lesson = lesson_two()
-    total = len(lesson.steps)
+    total = parts(lesson)
     ids = [step.id for step in lesson.steps]
     page.goto("/")
     page.get_by_role("link", name=lesson.title.en, exact=True).first.click()
@@ -86,31 +93,62 @@ def test_steps_with_buttons_and_keyboard(page: Any) -> None:
     assert visible_step_ids(page) == [ids[1]]
 
 
-def test_steps_work_without_javascript(browser: Any, live_server: LiveServer) -> None:
+def visible_question_ids(page: Any) -> list[str]:
+    return list(
+        page.eval_on_selector_all(
+            ".step-card--quiz",
+            "cards => cards.filter(c => !c.hidden).map(c => c.dataset.questionId)",
+        )
+    )
+
+
+def test_steps_and_quiz_cards_work_without_javascript(browser: Any, live_server: LiveServer):
     lesson = lesson_two()
+    steps = len(lesson.steps)
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
     try:
         page = context.new_page()
         page.goto(f"/lessons/{lesson.id}")
         page.locator('[data-step-nav="next"]').click()
         page.wait_for_url(re.compile(r"step=2"))
-        assert status(page) == f"Step 2 of {len(lesson.steps)}"
+        assert status(page) == f"Step 2 of {parts(lesson)}"
         assert visible_step_ids(page) == [lesson.steps[1].id]
+        # From the last step, Next opens the quick check's first question, a card of its own.
+        page.goto(f"/lessons/{lesson.id}?step={steps}")
+        page.locator('[data-step-nav="next"]').click()
+        page.wait_for_url(re.compile(rf"step={steps + 1}"))
+        assert status(page) == f"Step {steps + 1} of {parts(lesson)}"
+        assert visible_step_ids(page) == []
+        assert visible_question_ids(page) == [lesson.quiz[0].id]
     finally:
         context.close()
 
 
-def test_quick_check_shows_the_verdict_and_explanation(page: Any) -> None:
+def test_each_question_is_a_card_answered_in_place(page: Any) -> None:
     lesson = lesson_two()
-    question = lesson.quiz[0]
-    page.goto(f"/lessons/{lesson.id}")
-    form = page.locator(f"#quiz-{question.id}")
-    form.locator(f'input[value="{question.answer}"]').check()
-    form.get_by_role("button", name="Check answer").click()
-    verdict = form.locator(".verdict")
-    verdict.wait_for()
-    assert "Correct." in verdict.inner_text()
-    assert question.explanation.en.split("\n")[0][:40] in verdict.inner_text()
+    steps = len(lesson.steps)
+    page.goto(f"/lessons/{lesson.id}?step={steps}")
+    page.locator('[data-step-nav="next"]').click()
+    for number, question in enumerate(lesson.quiz, start=1):
+        assert visible_question_ids(page) == [question.id]
+        assert status(page) == f"Step {steps + number} of {parts(lesson)}"
+        title = page.locator(f"#quiz-title-{question.id}")
+        assert title.inner_text() == f"Quick check: question {number} of {len(lesson.quiz)}"
+        assert page.evaluate("document.activeElement.id") == f"quiz-title-{question.id}"
+        page.evaluate("window.rdvSamePage = true")
+        form = page.locator(f"#quiz-{question.id}")
+        form.locator(f'input[value="{question.answer}"]').check()
+        form.get_by_role("button", name="Check answer").click()
+        verdict = form.locator(".verdict")
+        verdict.wait_for()
+        assert page.evaluate("window.rdvSamePage === true")  # answered in place, no page load
+        assert "Correct." in verdict.inner_text()
+        explanation = verdict.locator(".prose")
+        assert "`" not in explanation.inner_text()  # Markdown rendered, like the step bodies
+        assert explanation.inner_text().strip()
+        if number < len(lesson.quiz):
+            page.locator('[data-step-nav="next"]').click()
+    assert page.locator('[data-step-nav="after"]').is_visible()
 
 
 def test_switch_language(page: Any) -> None:
@@ -119,7 +157,7 @@ def test_switch_language(page: Any) -> None:
     page.locator(".locale-chooser").get_by_role("link", name="Türkçe").click()
     page.wait_for_function("document.documentElement.lang === 'tr'")
     assert page.locator("#lesson-title").inner_text() == (lesson.title.tr or lesson.title.en)
-    assert status(page) == f"Adım 1 / {len(lesson.steps)}"
+    assert status(page) == f"Adım 1 / {parts(lesson)}"
     cookies = {cookie["name"]: cookie["value"] for cookie in page.context.cookies()}
     assert cookies["rdv_locale"] == "tr"
     page.goto("/")  # the choice sticks
@@ -140,12 +178,13 @@ def test_readable_at_360_px_without_sideways_scrolling(browser: Any, live_server
         page.goto("/")
         assert no_horizontal_overflow(page)
         page.goto(f"/lessons/{lesson.id}")
-        for index in range(1, len(lesson.steps) + 1):
-            assert status(page) == f"Step {index} of {len(lesson.steps)}"
-            assert no_horizontal_overflow(page), f"step {index} is wider than the screen"
-            if index < len(lesson.steps):
+        cards = len(lesson.steps) + len(lesson.quiz)
+        for index in range(1, cards + 1):
+            assert status(page) == f"Step {index} of {parts(lesson)}"
+            assert no_horizontal_overflow(page), f"card {index} is wider than the screen"
+            if index < cards:
                 page.locator('[data-step-nav="next"]').click()
-        # At the last step Next gives way to what follows the steps (the quick check).
+        # At the last card Next gives way to what follows the cards (the exercises).
         next_box = page.locator('[data-step-nav="after"]').bounding_box()
         assert next_box is not None and next_box["x"] + next_box["width"] <= 360
     finally:

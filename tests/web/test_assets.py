@@ -1,17 +1,21 @@
 """Static assets: content-hashed URLs, gzip for text, a year of caching only for versioned URLs,
-and each script of the lesson page once, the editor's after the step and quiz scripts."""
+and each script of the lesson page once, the editor's after the step and quiz scripts and only
+for a learner who can submit (a visitor gets the starter code read-only)."""
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import html
 import re
+from urllib.parse import unquote
 
 from fastapi.testclient import TestClient
 
 from app.config import REPO_ROOT
 from app.web.assets import IMMUTABLE
 from app.web.templating import static_url
+from tests.auth.factories import browser_sign_up
 
 
 def test_versioned_urls_carry_the_content_hash() -> None:
@@ -45,10 +49,43 @@ def test_unversioned_or_uncompressed_requests_revalidate(client: TestClient) -> 
     assert plain.content == (REPO_ROOT / "static/css/site.css").read_bytes()
 
 
-def test_lesson_page_loads_each_script_once_editor_last(client: TestClient) -> None:
+def scripts_of(page: str) -> list[str]:
+    return re.findall(r'<script src="/static/([^"?]+)\?v=[0-9a-f]{12}" defer>', page)
+
+
+def test_a_visitor_gets_the_starter_read_only_and_no_editor(client: TestClient) -> None:
     page = client.get("/lessons/ddp-fundamentals").text
-    scripts = re.findall(r'<script src="/static/([^"?]+)\?v=[0-9a-f]{12}" defer>', page)
-    assert scripts == ["js/lesson.js", "js/coach.js", "vendor/codemirror.js", "js/submit.js"]
+    assert scripts_of(page) == ["js/lesson.js", "js/coach.js"]
+    assert "submissions.css" not in page and "<textarea" not in page
+    preview = re.search(r'<section class="exercise-preview" id="ex-train".*?</section>', page, re.S)
+    assert preview is not None
+    assert re.search(r'<pre class="code exercise-preview__code" tabindex="0"', preview.group(0))
+    links = dict(re.findall(r'href="/(login|register)\?next=([^"]+)"', preview.group(0)))
+    back = "/lessons/ddp-fundamentals#ex-train"  # sign in, then back to this exercise
+    assert {page: unquote(target) for page, target in links.items()} == {
+        "login": back,
+        "register": back,
+    }
+    assert "Sign in to run it." in preview.group(0)
+    starter = (REPO_ROOT / "lessons/02-ddp-fundamentals/exercises/train/starter.py").read_text()
+    shown = re.search(
+        r"<pre class=\"code exercise-preview__code\"[^>]*>(.*?)</pre>", preview.group(0), re.S
+    )
+    assert shown is not None
+    assert html.unescape(re.sub(r"<[^>]+>", "", shown.group(1))).strip() == starter.strip()
+
+
+def test_a_learner_s_lesson_page_loads_each_script_once_editor_last(client: TestClient) -> None:
+    browser_sign_up(client)
+    page = client.get("/lessons/ddp-fundamentals").text
+    assert scripts_of(page) == [
+        "js/progress.js",
+        "js/lesson.js",
+        "js/coach.js",
+        "vendor/codemirror.js",
+        "js/submit.js",
+    ]
     assert page.count("css/submissions.css") == 1
+    assert page.count('<section class="sub"') == page.count("data-exercise-id=")
     course = client.get("/").text
     assert "codemirror" not in course and "submissions.css" not in course

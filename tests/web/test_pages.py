@@ -69,7 +69,8 @@ def test_every_shipped_lesson_renders_in_every_locale(
     assert f'<h1 id="lesson-title">{shown(raw["title"])}</h1>' in page
     for step in raw["steps"]:
         assert shown(step["title"]) in page
-    total = len(raw["steps"])
+    # The sequence: the steps, one card per quick-check question, then each exercise.
+    total = len(raw["steps"]) + len(raw.get("quiz") or []) + len(raw.get("exercises") or [])
     status = translate(locale, "Step %(current)s of %(total)s") % {"current": 1, "total": total}
     assert status in page
     assert (NOTICE in page) == expects_notice(raw, locale)
@@ -107,20 +108,39 @@ class TestWithFixtureLessons:
         assert NOTICE not in get_page(client, "/", "tr").text
         assert NOTICE in get_page(client, "/", "pt-BR").text
 
-    def test_one_step_at_a_time_with_links(self, client: TestClient) -> None:
+    def test_one_card_at_a_time_with_links(self, client: TestClient) -> None:
+        # second-lesson: 3 steps, 1 question, 1 exercise: a sequence of 5 parts.
         page = get_page(client, "/lessons/second-lesson", "en", params={"step": 2}).text
         assert re.search(r'id="step-one"[^>]*\bhidden>', page)
         assert not re.search(r'id="step-two"[^>]*\bhidden>', page)
-        assert "Step 2 of 3" in page
+        assert re.search(r'id="quiz-card-count"[^>]*\bhidden>', page)
+        assert "Step 2 of 5" in page
         assert 'href="/lessons/second-lesson?step=1#steps"' in page  # previous
         assert 'href="/lessons/second-lesson?step=3#steps"' in page  # next
-        last = get_page(client, "/lessons/second-lesson", "en", params={"step": 99}).text
-        assert "Step 3 of 3" in last
-        # The last step does not dead-end: the sequence goes on to the quick check.
-        assert re.search(r'rel="next"[^>]*\n?[^>]*\bhidden>', last)
-        assert re.search(r'data-step-nav="after" href="#quiz">\s*Quick check', last)
-        assert not re.search(r'data-step-nav="after"[^>]*\bhidden>', last)
         assert re.search(r'data-step-nav="after"[^>]*\bhidden>', page)  # not before the end
+
+        # After the steps comes the quick check, one question per card, in the same sequence.
+        third = get_page(client, "/lessons/second-lesson", "en", params={"step": 3}).text
+        assert 'href="/lessons/second-lesson?step=4#steps"' in third
+        last = get_page(client, "/lessons/second-lesson", "en", params={"step": 99}).text
+        assert "Step 4 of 5" in last
+        assert not re.search(r'id="quiz-card-count"[^>]*\bhidden>', last)
+        assert re.search(r'id="step-three"[^>]*\bhidden>', last)
+        assert "Quick check: question 1 of 1" in last
+        # Its form comes back to its own card without JavaScript.
+        assert 'action="/lessons/second-lesson/quiz/count?step=4#quiz-count"' in last
+        # The last card does not dead-end: the sequence goes on to the exercise.
+        assert re.search(r'rel="next"[^>]*\n?[^>]*\bhidden>', last)
+        assert re.search(r'data-step-nav="after" href="#exercises">\s*Exercises', last)
+        assert not re.search(r'data-step-nav="after"[^>]*\bhidden>', last)
+        assert 'data-step-index="5"' in last and "Step 5 of 5" in last  # the exercise's part
+
+    def test_a_question_link_opens_its_card(self, client: TestClient) -> None:
+        page = get_page(client, "/lessons/second-lesson", "en", params={"question": "count"}).text
+        assert 'data-current="4"' in page
+        assert not re.search(r'id="quiz-card-count"[^>]*\bhidden>', page)
+        translated = get_page(client, "/lessons/second-lesson", "tr", params={"step": 4}).text
+        assert "Hızlı kontrol: soru 1 / 1" in translated and "Adım 4 / 5" in translated
 
     def test_quiz_explanation_is_markdown(self, client: TestClient) -> None:
         answered = get_page(
@@ -177,9 +197,9 @@ class TestWithFixtureLessons:
             completed_steps=["one"], last_step="two"
         )
         page = get_page(client, "/lessons/second-lesson", "en").text
-        assert "Step 2 of 3" in page
+        assert "Step 2 of 5" in page
         assert 'class="step-card step-card--completed"' in page
-        assert get_page(client, "/lessons/second-lesson?step=3", "en").text.count("Step 3 of 3")
+        assert get_page(client, "/lessons/second-lesson?step=3", "en").text.count("Step 3 of 5")
 
     def test_unknown_lesson_is_a_helpful_404(self, client: TestClient) -> None:
         response = get_page(client, "/lessons/nope", "pt-BR")

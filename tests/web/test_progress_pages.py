@@ -146,7 +146,10 @@ class TestCoursePage:
             answered("second-lesson", "count", "a"),
         )
         page = client.get("/").text
-        assert actions(page)["second-lesson"] == ("continue", "/lessons/second-lesson#quiz-count")
+        assert actions(page)["second-lesson"] == (
+            "continue",
+            "/lessons/second-lesson?question=count#quiz-count",
+        )
         assert "0 of 1 question answered correctly" in progress_block(page, "second-lesson")
 
         # Answered correctly: the exercise is left.
