@@ -26,6 +26,7 @@ from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.supervisor import FRAME
+from grader.warm import LATE_ENV, pool_size, run_warm
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,19 @@ class Launch:
 FORK_ENV = "RDV_FORK_RANKS"
 
 
-def fork_ranks() -> bool:
+def fork_ranks(*, warm: bool = False) -> bool:
     """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
-    interpreters: $RDV_FORK_RANKS=1. Faster; spawning stays the default, as torchrun does."""
-    return os.environ.get(FORK_ENV) == "1"
+    interpreters: $RDV_FORK_RANKS=1. Faster; spawning stays the default of a cold sandbox, as
+    torchrun does. In a warm sandbox (torch imported before the job came) the ranks are forked
+    unless $RDV_FORK_RANKS=0."""
+    value = os.environ.get(FORK_ENV)
+    return value != "0" if warm else value == "1"
+
+
+def warm_pool_enabled() -> bool:
+    """Launches in bwrap take a pre-started sandbox from the warm pool (grader.warm) unless
+    $RDV_WARM_POOL=0."""
+    return pool_size() > 0
 
 
 def available_gpus() -> list[int]:
@@ -166,11 +176,18 @@ def run_launch(
                 "checks": list(spec.checks),
             },
         }
+        env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
+        warm = sandbox.name == "bwrap" and warm_pool_enabled()
+        if warm:
+            # A warm supervisor was started before this job: it takes these from the config.
+            config["fork"] = fork_ranks(warm=True) and launch.nnodes == 1
+            config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
+            config["env_unset"] = [k for k in LATE_ENV if k not in env]
         (job_dir / config_name).write_text(json.dumps(config))
         request = SandboxRequest(
             workdir=job_dir,
             argv=[sys.executable, "-m", "grader.supervisor", config_name],
-            env=_env(job_dir, sandbox.name, launch, spec.launch.max_restarts),
+            env=env,
             limits=spec.limits,
             gpus=launch.gpus,
             kill_after_s=spec.limits.wall_seconds + SUPERVISOR_SLACK_S,
@@ -196,7 +213,12 @@ def run_launch(
                     )
                 )
 
-        outcome = sandbox.run(request, on_output=on_output)
+        outcome = run_warm(request, config_name, on_output) if warm else None
+        if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
+            if warm:
+                config["fork"] = fork_ranks() and launch.nnodes == 1
+                (job_dir / config_name).write_text(json.dumps(config))
+            outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
         view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
