@@ -9,6 +9,7 @@ learner and make the launcher kill the other ranks mid-way; the end record is th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import json
 import os
@@ -167,6 +168,30 @@ def _fresh_random_state() -> None:
         numpy.random.seed()
 
 
+def _as_if_spawned() -> None:
+    """Undo what a fork inherits from the supervisor and a fresh interpreter would not have:
+    torchrun's signal handlers (SIGINT raises KeyboardInterrupt again, the rest default), the
+    non-dumpable flag (a spawned rank's /proc entries are its own), and the supervisor's
+    descriptors (its store sockets, event fds, files). Pipes stay: multiprocessing hands the rank
+    its exit sentinel and result queue through them."""
+    import ctypes
+    import stat
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    pr_set_dumpable = 4
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 1, 0, 0, 0)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 2:
+            continue
+        with contextlib.suppress(OSError):
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
+
+
 def forked_entry(*argv: str) -> None:
     """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
 
@@ -175,6 +200,7 @@ def forked_entry(*argv: str) -> None:
     only the program's run.
     """
     atexit._clear()
+    _as_if_spawned()
     _fresh_random_state()
     code = run_learner(list(argv), forked=True)
     sys.stdout.flush()

@@ -13,7 +13,6 @@ import pytest
 
 from grader import warm
 from grader.contract import Job, Limits, Result
-from grader.launcher import FORK_ENV, fork_ranks
 from grader.sandbox.base import SandboxRequest
 from grader.sandbox.bwrap_warm import WarmBwrap
 from tests.grader.sandbox_helpers import host_uid
@@ -50,13 +49,6 @@ def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert warm.pool_size() == 3
     monkeypatch.delenv(warm.POOL_ENV)
     assert 1 <= warm.pool_size() <= max(1, min(os.cpu_count() or 1, 4))
-
-
-def test_warm_sandboxes_fork_the_ranks_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(FORK_ENV, raising=False)
-    assert fork_ranks(warm=True) and not fork_ranks()
-    monkeypatch.setenv(FORK_ENV, "0")
-    assert not fork_ranks(warm=True)
 
 
 # -- real sandboxes -------------------------------------------------------------------------
