@@ -154,3 +154,27 @@ def test_run_warm_without_a_pool_says_cold(monkeypatch: pytest.MonkeyPatch, tmp_
     warm.close_pool()
     req = SandboxRequest(workdir=tmp_path, argv=[sys.executable], env={}, limits=Limits())
     assert warm.run_warm(req, ".rdv-config-x.json", None) is None
+
+
+def test_a_report_left_by_a_program_whose_supervisor_was_killed_is_ignored(tmp_path: Path) -> None:
+    """Forked ranks hold the report's nonce in their memory: a file of that name is only the
+    supervisor's if the supervisor lived to write it."""
+    import json
+
+    from grader.exercises import load_spec
+    from grader.launcher import Launch, _view
+    from grader.sandbox.base import SandboxOutcome
+
+    spec = load_spec(EXERCISE)
+    job = Job(exercise=EXERCISE, code="print(1)", spec=spec, submission_id="forged")
+    report = tmp_path / ".rdv-report-n.json"
+    forged = {"ranks": [{"rank": 0, "exit_code": 0, "events": []}], "checkpoints": {}}
+    report.write_text(json.dumps(forged))
+
+    def outcome(code: int) -> SandboxOutcome:
+        return SandboxOutcome(code, False, True, 1.0, "", "bwrap")
+
+    killed = _view(job, Launch(1, "cpu", []), outcome(137), report, [])
+    assert killed.ranks == [] and killed.oom_killed and killed.platform_error is None
+    lived = _view(job, Launch(1, "cpu", []), outcome(0), report, [])
+    assert [r.rank for r in lived.ranks] == [0]
