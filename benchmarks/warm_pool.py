@@ -1,6 +1,6 @@
 """The warm pool against cold sandboxes and a bare torchrun, every figure from one run.
 
-    python -m benchmarks warm_pool [--repeat=1] [--queued=20] [--fork=0] [--exercises=all]
+    python -m benchmarks warm_pool [--repeat=1] [--queued=20] [--fork=0|1|both] [--exercises=all]
 
 Prints, each with the load average when it was taken:
 - a bare `torchrun --standalone --nproc-per-node 2` of the lesson-2 solution (the baseline);
@@ -82,7 +82,8 @@ def main(argv: list[str]) -> int:
     opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
     repeat = int(opts.get("repeat", "1"))
     queued = int(opts.get("queued", "20"))
-    os.environ[FORK_ENV] = opts.get("fork", "0")
+    both = opts.get("fork", "0") == "both"  # warm with spawned and with forked ranks
+    os.environ[FORK_ENV] = "0" if both else opts.get("fork", "0")
     wanted = opts.get("exercises", "all")
     exercises = [e for e in graded_exercises() if wanted == "all" or e in wanted.split(",")]
     cores = os.cpu_count() or 1
@@ -106,12 +107,21 @@ def main(argv: list[str]) -> int:
         wait_ready(pool, 1)
         hot = [graded(exercise, code, "warm") for _ in range(repeat)]
         hot_s = statistics.median(s for s, _ in hot)
+        hot_load = load()
+        forked = ""
+        if both:
+            os.environ[FORK_ENV] = "1"
+            runs = [graded(exercise, code, "forked") for _ in range(repeat)]
+            os.environ[FORK_ENV] = "0"
+            hot += runs
+            f = statistics.median(s for s, _ in runs)
+            forked = f" | warm, ranks forked {f:6.2f} s {f / b:5.2f}x ({load()})"
         statuses = {r.status for _s, r in cold + hot}
         served = pool.stats.served if pool else 0
         print(
             f"  {exercise:45} cold {cold_s:6.2f} s {cold_s / b:5.2f}x ({cold_load}) | "
-            f"warm {hot_s:6.2f} s {hot_s / b:5.2f}x ({load()}) | {sorted(statuses)}, "
-            f"{served} launches served warm",
+            f"warm {hot_s:6.2f} s {hot_s / b:5.2f}x ({hot_load}){forked} | "
+            f"{sorted(statuses)}, {served} launches served warm",
             flush=True,
         )
     pool = set_pool(size)
@@ -119,6 +129,9 @@ def main(argv: list[str]) -> int:
     wait_ready(pool, size)
     time.sleep(2)
     print(f"idle pool: {size} sandboxes, {idle_memory_mib(pool):.0f} MiB ({load()})", flush=True)
+    if queued <= 0:
+        warm.close_pool()
+        return 0
     single = statistics.median(graded(LESSON2, base_code, "single")[0] for _ in range(repeat))
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=cores) as workers:
