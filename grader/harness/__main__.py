@@ -170,12 +170,10 @@ def _fresh_random_state() -> None:
 
 def _as_if_spawned() -> None:
     """Undo what a fork inherits from the supervisor and a fresh interpreter would not have:
-    torchrun's signal handlers (SIGINT raises KeyboardInterrupt again, the rest default), the
-    non-dumpable flag (a spawned rank's /proc entries are its own), and the supervisor's
-    descriptors (its store sockets, event fds, files). Pipes stay: multiprocessing hands the rank
-    its exit sentinel and result queue through them."""
+    torchrun's signal handlers (SIGINT raises KeyboardInterrupt again, the rest default) and the
+    non-dumpable flag (a spawned rank's /proc entries are its own). The supervisor's descriptors
+    stay (closing them broke redteam/bug_barrier_before_save_then_load): forking is opt-in."""
     import ctypes
-    import stat
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
@@ -183,13 +181,6 @@ def _as_if_spawned() -> None:
     pr_set_dumpable = 4
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 1, 0, 0, 0)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd <= 2:
-            continue
-        with contextlib.suppress(OSError):
-            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.close(fd)
 
 
 def forked_entry(*argv: str) -> None:

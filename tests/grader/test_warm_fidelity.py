@@ -5,10 +5,10 @@ cwd, limits, descriptors, signal handlers and mask, threads, generators, hash se
 cold (RDV_WARM_POOL=0) and warm, and the two must agree on everything that is not drawn afresh per
 run; what is drawn per process (generator states, the str hash seed) must differ between ranks.
 
-Forked ranks (RDV_FORK_RANKS=1, opt-in) are made to look spawned (handlers, descriptors, dumpable
-flag, generators) but share one str hash seed: `fidelity/set_order.py` registers its layers in
-the order of a set of names, which DDP rejects when ranks spawned by torchrun disagree. That is
-why warm sandboxes spawn their ranks by default.
+Forked ranks (RDV_FORK_RANKS=1, opt-in) are made to look spawned (handlers, dumpable flag,
+generators) but keep the supervisor's descriptors and share one str hash seed:
+`fidelity/set_order.py` registers its layers in the order of a set of names, which DDP rejects
+when ranks spawned by torchrun disagree. That is why warm sandboxes spawn their ranks by default.
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ def comparable(probe: dict[str, Any], *, pipes_allowed: bool = False) -> dict[st
     }
     out["fds"] = fds
     if pipes_allowed:
-        # multiprocessing's pipes to the launcher sit below the harness's own files.
-        out["fds"] = sorted(t for t in fds.values() if not t.startswith("pipe:"))
+        # Forked ranks keep the supervisor's descriptors (multiprocessing's pipes among them):
+        # only the standard streams compare.
+        out["fds"] = {fd: t for fd, t in fds.items() if fd in ("0", "1", "2")}
         # glibc's own SIGSETXID (33) handler, installed once a process has had threads: it is
         # not a Python handler and no program sees it.
         out["sig_caught"] = f"{int(probe['sig_caught'], 16) & ~(1 << 32):016x}"
