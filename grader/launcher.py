@@ -27,6 +27,7 @@ from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.supervisor import FRAME
+from grader.warm import LATE_ENV, pool_size, prewarm, run_warm
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +56,21 @@ class Launch:
 
 
 FORK_ENV = "RDV_FORK_RANKS"
+KILLED_EXIT = 128 + 9  # SIGKILL
 
 
 def fork_ranks() -> bool:
     """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
-    interpreters: $RDV_FORK_RANKS=1. Faster; spawning stays the default, as torchrun does."""
+    interpreters: $RDV_FORK_RANKS=1. Faster, but not the default, cold or warm: forked ranks
+    share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
+    every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
     return os.environ.get(FORK_ENV) == "1"
+
+
+def warm_pool_enabled() -> bool:
+    """Launches in bwrap take a pre-started sandbox from the warm pool (grader.warm) unless
+    $RDV_WARM_POOL=0."""
+    return pool_size() > 0
 
 
 def available_gpus() -> list[int]:
@@ -167,11 +177,17 @@ def run_launch(
                 "checks": list(spec.checks),
             },
         }
+        env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
+        warm = sandbox.name == "bwrap" and warm_pool_enabled()
+        if warm:
+            # A warm supervisor was started before this job: it takes these from the config.
+            config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
+            config["env_unset"] = [k for k in LATE_ENV if k not in env]
         (job_dir / config_name).write_text(json.dumps(config))
         request = SandboxRequest(
             workdir=job_dir,
             argv=[sys.executable, "-m", "grader.supervisor", config_name],
-            env=_env(job_dir, sandbox.name, launch, spec.launch.max_restarts),
+            env=env,
             limits=spec.limits,
             gpus=launch.gpus,
             kill_after_s=spec.limits.wall_seconds + SUPERVISOR_SLACK_S,
@@ -197,7 +213,9 @@ def run_launch(
                     )
                 )
 
-        outcome = sandbox.run(request, on_output=on_output)
+        outcome = run_warm(request, config_name, on_output) if warm else None
+        if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
+            outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
         view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
@@ -210,7 +228,10 @@ def _view(
     job: Job, launch: Launch, outcome: SandboxOutcome, report_path: Path, noise: list[str]
 ) -> RunView:
     report: dict[str, Any] | None = None
-    if report_path.is_file():
+    # A supervisor killed outright (the memory limit, the hard wall clock) wrote no report: a
+    # file of that name is then the program's own (forked ranks hold the nonce in their memory).
+    killed = outcome.exit_code == KILLED_EXIT
+    if report_path.is_file() and not killed:
         with contextlib.suppress(ValueError, OSError):
             report = json.loads(report_path.read_text(encoding="utf-8"))
     view = RunView(
@@ -266,3 +287,14 @@ def _view(
     view.timed_out = bool(report.get("timed_out"))
     view.checkpoints = report.get("checkpoints") or {}
     return view
+
+
+def prewarm_for(spec: ExerciseSpec) -> None:
+    """Start warming bwrap sandboxes for the launches of `spec` (a worker at start-up)."""
+    if not warm_pool_enabled():
+        return
+    launch = plan_launches(spec)[0]
+    env = _env(Path("/nonexistent"), "bwrap", launch, spec.launch.max_restarts)
+    prewarm(
+        SandboxRequest(workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus)
+    )

@@ -354,6 +354,11 @@ def main(argv: list[str]) -> int:
         return 2
     cfg = json.loads(path.read_text())
     path.unlink()
+    # A warm supervisor started before its job: the job's own variables come with the config
+    # (everything else in the environment is what the job's sandbox would have had).
+    os.environ.update(cfg.get("env", {}))
+    for name in cfg.get("env_unset", []):
+        os.environ.pop(name, None)
     Supervisor(cfg).run()
     return 0
 

@@ -235,6 +235,10 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         beating = asyncio.create_task(beat_forever(heartbeat.heartbeat_path(), args.heartbeat))
         await protocol.ensure_schema(dsn)
         await asyncio.to_thread(reap_sandboxes, args.sandbox, starting=True)
+        if grade is _default_grade:
+            from grader.api import prewarm
+
+            prewarm(args.sandbox)  # warm sandboxes start while the worker connects
         async with app.open_async():
             await app.run_worker_async(
                 queues=[args.queue],

@@ -87,6 +87,10 @@ class LocalBackend:
 
     def start(self) -> None:
         self._stopping.clear()
+        if self._grade is real_grade:
+            from grader.api import prewarm
+
+            prewarm()  # the grader's warm sandboxes start now, not at the first submission
         self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="grading")
         self._thread = threading.Thread(target=self._dispatch_loop, name="grading-dispatch")
         self._thread.daemon = True

@@ -9,6 +9,7 @@ learner and make the launcher kill the other ranks mid-way; the end record is th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import json
 import os
@@ -167,6 +168,21 @@ def _fresh_random_state() -> None:
         numpy.random.seed()
 
 
+def _as_if_spawned() -> None:
+    """Undo what a fork inherits from the supervisor and a fresh interpreter would not have:
+    torchrun's signal handlers (SIGINT raises KeyboardInterrupt again, the rest default) and the
+    non-dumpable flag (a spawned rank's /proc entries are its own). The supervisor's descriptors
+    stay (closing them broke redteam/bug_barrier_before_save_then_load): forking is opt-in."""
+    import ctypes
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    pr_set_dumpable = 4
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 1, 0, 0, 0)
+
+
 def forked_entry(*argv: str) -> None:
     """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
 
@@ -175,6 +191,7 @@ def forked_entry(*argv: str) -> None:
     only the program's run.
     """
     atexit._clear()
+    _as_if_spawned()
     _fresh_random_state()
     code = run_learner(list(argv), forked=True)
     sys.stdout.flush()

@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 def grade_hostile(code: str, **limits: Any) -> Result:
     from grader.api import grade
     from grader.exercises import load_spec
+    from grader.warm import get_pool
 
     spec = load_spec(EXERCISE)
     # Generous: the ranks must get to the hostile code even on a busy machine.
@@ -42,7 +43,12 @@ def grade_hostile(code: str, **limits: Any) -> Result:
         spec=spec,
         submission_id=f"hostile-{uuid.uuid4().hex[:8]}",
     )
-    return grade(job, sandbox="bwrap")
+    pool = get_pool()
+    served = pool.stats.served if pool else 0
+    result = grade(job, sandbox="bwrap")
+    if pool is not None:  # the pool is on (the default): the launch ran in a warm sandbox
+        assert pool.stats.served > served, pool.stats
+    return result
 
 
 def assert_learner_fail(result: Result) -> None:

@@ -1,0 +1,70 @@
+"""Cold against warm: every golden, red-team and exercise case graded both ways, verdicts compared.
+
+    python -m benchmarks warm_fidelity [--sample=N] [--fork=0] [--only=SUBSTRING]
+
+Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: the pool (ranks spawned,
+or forked with --fork=1). For each case: the status and the failed check ids of both, less the
+ids its expected.json allows to fail either way (`may_also_fail`: a race decides). Prints each
+difference and a summary; exit status 1 when any case differs. `--sample=N` takes every k-th case
+(N in all) for a quicker look; tests/grader/test_warm_fidelity.py grades a few in `make test`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from grader import warm
+from grader.contract import Result
+from grader.launcher import FORK_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def verdict(result: Result, allowed: set[str]) -> tuple[str, frozenset[str]]:
+    failed = {c.id for c in result.checks if c.status == "fail"} - allowed
+    return result.status, frozenset(failed)
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    from tests.grader.golden import SUITES, grade_case
+
+    opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
+    fork = opts.get("fork", "0")
+    cases = [c for suite in SUITES for c in suite.cases()]
+    if "only" in opts:
+        cases = [c for c in cases if opts["only"] in f"{c.suite.root.name}/{c.name}"]
+    if "sample" in opts:
+        step = max(1, len(cases) // max(1, int(opts["sample"])))
+        cases = cases[::step]
+    differ: list[str] = []
+    started = time.monotonic()
+    for i, case in enumerate(cases, 1):
+        allowed = set(case.expected.may_also_fail)
+        os.environ[FORK_ENV] = "0"
+        os.environ[warm.POOL_ENV] = "0"
+        warm.close_pool()
+        cold = verdict(grade_case(case), allowed)
+        os.environ[FORK_ENV] = fork
+        os.environ.pop(warm.POOL_ENV, None)
+        hot = verdict(grade_case(case), allowed)
+        name = f"{case.suite.root.name}/{case.name}"
+        same = cold == hot
+        if not same:
+            differ.append(name)
+        print(
+            f"[{i}/{len(cases)}] {'same' if same else 'DIFFERS'} {name}: cold {cold[0]} "
+            f"{sorted(cold[1])} | warm {hot[0]} {sorted(hot[1])} "
+            f"(load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+    warm.close_pool()
+    print(
+        f"{len(cases)} cases graded cold and warm (ranks {'forked' if fork == '1' else 'spawned'}"
+        f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"
+        + (f": {differ}" if differ else "")
+    )
+    return 1 if differ else 0

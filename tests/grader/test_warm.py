@@ -1,0 +1,180 @@
+"""The warm pool (grader.warm): pre-started single-use bwrap sandboxes for every launch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from grader import warm
+from grader.contract import Job, Limits, Result
+from grader.sandbox.base import SandboxRequest
+from grader.sandbox.bwrap_warm import WarmBwrap
+from tests.grader.sandbox_helpers import host_uid
+
+REPO = Path(__file__).resolve().parents[2]
+SOLUTION = REPO / "lessons" / "02-ddp-fundamentals" / "exercises" / "train" / "solution.py"
+EXERCISE = "ddp-fundamentals/train"
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="no bubblewrap")
+
+
+def request(tmp_path: Path, **limits: float) -> SandboxRequest:
+    return SandboxRequest(
+        workdir=tmp_path, argv=["x"], env={"A": "1"}, limits=Limits(**limits), gpus=[]
+    )
+
+
+def test_launches_that_differ_only_in_what_a_job_sets_late_share_a_sandbox(
+    tmp_path: Path,
+) -> None:
+    a = request(tmp_path, wall_seconds=30, output_bytes_per_rank=4096)
+    b = request(tmp_path, wall_seconds=90)
+    b.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    assert warm.WarmKey.of(a) == warm.WarmKey.of(b)
+    # What a sandbox is started with (its tmpfs, rlimits, cgroup) does split the pool.
+    assert warm.WarmKey.of(a) != warm.WarmKey.of(request(tmp_path, disk_mb=64))
+    assert warm.WarmKey.of(a) != warm.WarmKey.of(request(tmp_path, memory_mb=1536))
+    assert warm.WarmKey.of(a).limits_for_start().disk_mb == Limits().disk_mb
+
+
+def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    assert warm.pool_size() == 0
+    monkeypatch.setenv(warm.POOL_ENV, "3")
+    assert warm.pool_size() == 3
+    monkeypatch.delenv(warm.POOL_ENV)
+    assert 1 <= warm.pool_size() <= max(1, min(os.cpu_count() or 1, 4))
+
+
+# -- real sandboxes -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(warm.POOL_ENV, "1")
+    warm.close_pool()
+    yield
+    warm.close_pool()
+
+
+def grade_solution(code: str | None = None) -> Result:
+    from grader.api import grade
+    from grader.exercises import load_spec
+
+    spec = load_spec(EXERCISE)
+    spec.launch.world_sizes = spec.launch.world_sizes[:1]
+    spec.limits = spec.limits.model_copy(update={"wall_seconds": 120})
+    job = Job(exercise=EXERCISE, code=code or SOLUTION.read_text(), spec=spec, submission_id="w")
+    return grade(job, sandbox="bwrap")
+
+
+@needs_bwrap
+@pytest.mark.sandbox
+def test_a_warm_sandbox_holds_nothing_of_a_learner_before_its_job(tmp_path: Path) -> None:
+    sandbox = WarmBwrap(Limits(), [], {"PATH": "/usr/bin:/bin"}, 120, shutil.which("bwrap") or "")
+    sandbox.start()
+    try:
+        assert sandbox.wait_ready(120), sandbox.sink.before
+        assert sandbox.stage is not None and sandbox.proc is not None
+        inside = sorted(p.name for p in sandbox.stage.path.iterdir())
+        assert not any(name.startswith(".rdv-config") or name.endswith(".py") for name in inside)
+        children = Path(f"/proc/{sandbox.proc.pid}/task/{sandbox.proc.pid}/children")
+        # The supervisor (bwrap's child) waits as the job's unprivileged uid.
+        pids = children.read_text().split()
+        assert pids
+        if os.getuid() == 0:
+            assert host_uid(int(pids[0])) != 0
+    finally:
+        sandbox.destroy()
+    assert sandbox.proc is not None and sandbox.proc.poll() is not None
+    assert sandbox.placeholder is None and sandbox.user is None
+
+
+@needs_bwrap
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.usefixtures("pool")
+def test_a_launch_is_served_warm_and_the_sandbox_is_used_once() -> None:
+    result = grade_solution()
+    assert result.status == "pass", (result.summary, result.error)
+    pool = warm.get_pool()
+    assert pool is not None
+    assert pool.stats.served == 1 and pool.stats.cold == 0, pool.stats
+    # A fresh one is started for the next launch (the used one was destroyed).
+    deadline = time.monotonic() + 120
+    while pool.counts()["ready"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pool.counts()["ready"] == 1
+
+
+@needs_bwrap
+@pytest.mark.sandbox
+@pytest.mark.slow
+@pytest.mark.usefixtures("pool")
+def test_a_dead_warm_sandbox_falls_back_to_a_cold_start() -> None:
+    pool = warm.get_pool()
+    assert pool is not None
+    # Kill the supervisor of every warm sandbox as soon as it is ready: nothing warm can serve.
+    real_run = WarmBwrap.run
+
+    def run_after_its_death(self: WarmBwrap, *args: object, **kwargs: object) -> object:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+        return real_run(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    WarmBwrap.run = run_after_its_death  # type: ignore[method-assign]
+    try:
+        result = grade_solution()
+    finally:
+        WarmBwrap.run = real_run  # type: ignore[method-assign]
+    assert result.status == "pass", (result.summary, result.error)
+    assert result.launch is not None and result.launch.sandbox == "bwrap"
+    assert pool.stats.cold >= 1 and pool.stats.served == 0, pool.stats
+
+
+@needs_bwrap
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_with_the_pool_off_launches_start_cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    warm.close_pool()
+    result = grade_solution()
+    assert result.status == "pass", (result.summary, result.error)
+    assert warm.get_pool() is None
+
+
+def test_run_warm_without_a_pool_says_cold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    warm.close_pool()
+    req = SandboxRequest(workdir=tmp_path, argv=[sys.executable], env={}, limits=Limits())
+    assert warm.run_warm(req, ".rdv-config-x.json", None) is None
+
+
+def test_a_report_left_by_a_program_whose_supervisor_was_killed_is_ignored(tmp_path: Path) -> None:
+    """Forked ranks hold the report's nonce in their memory: a file of that name is only the
+    supervisor's if the supervisor lived to write it."""
+    import json
+
+    from grader.exercises import load_spec
+    from grader.launcher import Launch, _view
+    from grader.sandbox.base import SandboxOutcome
+
+    spec = load_spec(EXERCISE)
+    job = Job(exercise=EXERCISE, code="print(1)", spec=spec, submission_id="forged")
+    report = tmp_path / ".rdv-report-n.json"
+    forged = {"ranks": [{"rank": 0, "exit_code": 0, "events": []}], "checkpoints": {}}
+    report.write_text(json.dumps(forged))
+
+    def outcome(code: int) -> SandboxOutcome:
+        return SandboxOutcome(code, False, True, 1.0, "", "bwrap")
+
+    killed = _view(job, Launch(1, "cpu", []), outcome(137), report, [])
+    assert killed.ranks == [] and killed.oom_killed and killed.platform_error is None
+    lived = _view(job, Launch(1, "cpu", []), outcome(0), report, [])
+    assert [r.rank for r in lived.ranks] == [0]

@@ -1,0 +1,126 @@
+"""A rank in a warm sandbox is, for the learner's program, a rank torchrun spawned.
+
+`fidelity/probe.py` prints what a rank can see of its own process (argv, __main__, environment,
+cwd, limits, descriptors, signal handlers and mask, threads, generators, hash seed...). It is graded
+cold (RDV_WARM_POOL=0) and warm, and the two must agree on everything that is not drawn afresh per
+run; what is drawn per process (generator states, the str hash seed) must differ between ranks.
+
+Forked ranks (RDV_FORK_RANKS=1, opt-in) are made to look spawned (handlers, dumpable flag,
+generators) but keep the supervisor's descriptors and share one str hash seed:
+`fidelity/set_order.py` registers its layers in the order of a set of names, which DDP rejects
+when ranks spawned by torchrun disagree. That is why warm sandboxes spawn their ranks by default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import warm
+from grader.contract import Job, Result
+from grader.launcher import FORK_ENV
+
+pytestmark = [
+    pytest.mark.sandbox,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
+]
+HERE = Path(__file__).parent / "fidelity"
+EXERCISE = "ddp-fundamentals/train"
+# Drawn afresh for every run (a port, a run id and the paths named after them).
+PER_RUN_ENV = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
+PER_PROCESS = ("seed", "numpy", "random", "hash")
+
+
+def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: bool) -> Result:
+    from grader.api import grade
+    from grader.exercises import load_spec
+
+    monkeypatch.setenv(warm.POOL_ENV, str(pool))
+    monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
+    warm.close_pool()
+    spec = load_spec(EXERCISE)
+    spec.launch.world_sizes = [2]
+    spec.limits = spec.limits.model_copy(update={"wall_seconds": 120})
+    job = Job(
+        exercise=EXERCISE, code=(HERE / name).read_text(), spec=spec, submission_id="fidelity"
+    )
+    pool_before = warm.get_pool()
+    try:
+        result = grade(job, sandbox="bwrap")
+        if pool:
+            assert pool_before is not None and pool_before.stats.served == 1, pool_before
+        return result
+    finally:
+        warm.close_pool()
+
+
+def probes(result: Result) -> dict[int, dict[str, Any]]:
+    found = {}
+    for rank in result.ranks:
+        for line in rank.output.splitlines():
+            if line.startswith("PROBE "):
+                found[rank.rank] = json.loads(line[len("PROBE ") :])
+    assert sorted(found) == [0, 1], [r.output[-2000:] for r in result.ranks]
+    return found
+
+
+def comparable(probe: dict[str, Any], *, pipes_allowed: bool = False) -> dict[str, Any]:
+    """What must be the same in every run: per-run names normalised, per-process draws out."""
+    out = {k: v for k, v in probe.items() if k not in PER_PROCESS}
+    out["env"] = {k: v for k, v in probe["env"].items() if k not in PER_RUN_ENV}
+    fds = {
+        fd: re.sub(r"\.rdv-[a-z0-9_]+|logs/[^/]+|\[\d+\]", "*", target)
+        for fd, target in probe["fds"].items()
+    }
+    out["fds"] = fds
+    if pipes_allowed:
+        # Forked ranks keep the supervisor's descriptors (multiprocessing's pipes among them):
+        # only the standard streams compare.
+        out["fds"] = {fd: t for fd, t in fds.items() if fd in ("0", "1", "2")}
+        # glibc's own SIGSETXID (33) handler, installed once a process has had threads: it is
+        # not a Python handler and no program sees it.
+        out["sig_caught"] = f"{int(probe['sig_caught'], 16) & ~(1 << 32):016x}"
+    return out
+
+
+def assert_drawn_per_process(found: dict[int, dict[str, Any]], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        assert found[0][key] != found[1][key], f"{key} is the same on both ranks"
+
+
+def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cold = probes(grade_file("probe.py", monkeypatch, pool=0, fork=False))
+    hot = probes(grade_file("probe.py", monkeypatch, pool=1, fork=False))
+    for rank in (0, 1):
+        assert comparable(hot[rank]) == comparable(cold[rank])
+    assert_drawn_per_process(cold, PER_PROCESS)
+    assert_drawn_per_process(hot, PER_PROCESS)
+
+
+def test_forked_ranks_look_spawned_but_share_the_hash_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cold = probes(grade_file("probe.py", monkeypatch, pool=0, fork=False))
+    forked = probes(grade_file("probe.py", monkeypatch, pool=1, fork=True))
+    for rank in (0, 1):
+        ours = comparable(forked[rank], pipes_allowed=True)
+        theirs = comparable(cold[rank], pipes_allowed=True)
+        # The supervisor's modules (torch.distributed.optim...) are imported: no learner module.
+        assert ours == theirs
+    assert_drawn_per_process(forked, ("seed", "numpy", "random"))
+    assert forked[0]["hash"] == forked[1]["hash"]  # the reason ranks are spawned by default
+
+
+def test_a_set_order_bug_fails_in_a_warm_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = grade_file("set_order.py", monkeypatch, pool=1, fork=False)
+    assert result.status == "fail", result.summary
+    failed = {c.id for c in result.checks if c.status == "fail"}
+    assert "run.completed" in failed, failed
