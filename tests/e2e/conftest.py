@@ -134,10 +134,14 @@ def page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
 
 
 def sign_up(page: Any, next_path: str = "/") -> None:
-    """Register a new learner through the form, in the page's context, and land on next_path."""
-    page.goto(f"/register?next={next_path}")
-    page.fill("#display_name", "Ada")
-    page.fill("#email", f"e2e-{uuid.uuid4().hex[:12]}@example.org")
-    page.fill("#password", "correct horse battery staple")
-    page.locator("form.auth-form button[type=submit]").click()
-    page.wait_for_load_state()
+    """Register a new learner through the form, sign in on the page registering leads to (it
+    signs nobody in), and land on next_path."""
+    from tests.e2e.accounts import register_and_sign_in
+
+    register_and_sign_in(
+        page,
+        name="Ada",
+        email=f"e2e-{uuid.uuid4().hex[:12]}@example.org",
+        password="correct horse battery staple",
+        next=next_path,
+    )

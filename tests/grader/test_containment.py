@@ -7,10 +7,12 @@ Each one must be contained and still yield a Result with status "fail" (the lear
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import textwrap
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,23 @@ pytestmark = [
 ]
 EXERCISE = "ddp-fundamentals/train"
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_pool() -> Iterator[None]:
+    """Every hostile program here runs in a warm sandbox (the pool is off by default on small
+    machines): containment must hold there as in a cold one."""
+    from grader import warm
+
+    before = os.environ.get(warm.POOL_ENV)
+    os.environ[warm.POOL_ENV] = "1"
+    warm.close_pool()
+    yield
+    warm.close_pool()
+    if before is None:
+        os.environ.pop(warm.POOL_ENV, None)
+    else:
+        os.environ[warm.POOL_ENV] = before
 
 
 def grade_hostile(code: str, **limits: Any) -> Result:
@@ -46,8 +65,7 @@ def grade_hostile(code: str, **limits: Any) -> Result:
     pool = get_pool()
     served = pool.stats.served if pool else 0
     result = grade(job, sandbox="bwrap")
-    if pool is not None:  # the pool is on (the default): the launch ran in a warm sandbox
-        assert pool.stats.served > served, pool.stats
+    assert pool is not None and pool.stats.served > served, "not served by a warm sandbox"
     return result
 
 

@@ -48,7 +48,15 @@ def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(warm.POOL_ENV, "3")
     assert warm.pool_size() == 3
     monkeypatch.delenv(warm.POOL_ENV)
-    assert 1 <= warm.pool_size() <= max(1, min(os.cpu_count() or 1, 4))
+    cores = os.cpu_count() or 1
+    if cores < warm.MIN_CORES_FOR_DEFAULT:
+        assert warm.pool_size() == 0  # small machines: off unless asked for
+    else:
+        assert 1 <= warm.pool_size() <= min(cores, 4)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert warm.default_size() == 0
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert 1 <= warm.default_size() <= 4
 
 
 # -- real sandboxes -------------------------------------------------------------------------
