@@ -23,7 +23,7 @@ from grader.sandbox.base import (
     SandboxUnavailable,
 )
 from grader.sandbox.bwrap import DEFAULT_ENV, HOME, HOSTNAME
-from grader.sandbox.docker_work import WorkVolume
+from grader.sandbox.docker_work import WorkVolume, start_container
 from grader.sandbox.limits import NOFILE
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
 from grader.sandbox.reaper import LABEL_ROLE, sandbox_labels, worker_container
@@ -44,7 +44,7 @@ def container_kwargs(
     worker: str | None = None,
     work_volume: str | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for `docker.from_env().containers.run` (pure: no engine needed).
+    """Keyword arguments for `docker.from_env().containers.create` (pure: no engine needed).
     `work_volume`: the size-capped volume to mount at /work (`grader.sandbox.docker_work`);
     without one the job dir is bind-mounted (no disk cap beyond RLIMIT_FSIZE per file)."""
     from docker.types import DeviceRequest, Ulimit
@@ -91,9 +91,6 @@ def container_kwargs(
         # it (under tini it was pid 2 and `os.kill(-1, SIGKILL)` ended the grading as an
         # error). When it exits, the kernel kills everything else in the container.
         "init": False,
-        "detach": True,
-        "stdout": True,
-        "stderr": True,
         "labels": sandbox_labels(worker),
     }
     if req.gpus:
@@ -162,7 +159,7 @@ class DockerSandbox:
             req, image=self.image, user=self.user, worker=worker_container(), work_volume=work.name
         )
         try:
-            container = client.containers.run(**kwargs)
+            container = start_container(client, **kwargs)
         except Exception as exc:
             raise SandboxUnavailable(f"could not start the sandbox container: {exc}") from exc
 

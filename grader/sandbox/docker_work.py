@@ -19,6 +19,7 @@ import logging
 import os
 import tarfile
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -57,7 +58,8 @@ class WorkVolume:
                 driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options},
                 labels=self.labels,
             )
-            self.holder = self.client.containers.run(
+            self.holder = start_container(
+                self.client,
                 image=self.image,
                 entrypoint=["sleep"],
                 command=["infinity"],
@@ -71,7 +73,6 @@ class WorkVolume:
                 pids_limit=4,
                 volumes={self.name: {"bind": WORKDIR_INSIDE, "mode": "rw"}},
                 labels=self.labels,
-                detach=True,
             )
         except BaseException:
             self.__exit__()
@@ -137,6 +138,31 @@ class WorkVolume:
                 self.volume.remove(force=True)
             except Exception as error:  # the reaper removes it with the next pass
                 log.info("could not remove the work volume %s: %s", self.volume.name, error)
+
+
+# An engine under heavy load sometimes fails to start a container it has just created (runc:
+# "cannot start a stopped process"); such a start is tried again before it counts as a failure.
+START_ATTEMPTS = 3
+
+
+def start_container(client: Any, **kwargs: Any) -> Any:
+    """Create and start a container (the arguments of `containers.create`), trying a failed
+    start again with a fresh container; the last error is raised."""
+    import docker.errors
+
+    for attempt in range(1, START_ATTEMPTS + 1):
+        container = client.containers.create(**kwargs)
+        try:
+            container.start()
+            return container
+        except docker.errors.APIError as exc:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+            if attempt == START_ATTEMPTS or not exc.is_server_error():
+                raise
+            log.warning("the engine could not start a container (try %d): %s", attempt, exc)
+            time.sleep(attempt)
+    raise AssertionError("unreachable")
 
 
 def _inside(name: str) -> PurePosixPath | None:

@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from grader.sandbox import docker_work
 from grader.sandbox.docker_work import WorkVolume
 
 
@@ -82,3 +85,59 @@ def test_only_regular_files_inside_the_work_dir_come_back(tmp_path: Path) -> Non
     assert not (tmp_path.parent / "escape.txt").exists()
     assert (tmp_path / "main.py").read_text() == "print(1)\n"
     assert any("shadow" in p for p in problems) and any("escape" in p for p in problems)
+
+
+class FlakyEngine:
+    """`containers.create` as the engine answers it; the first `fails` starts fail with `status`."""
+
+    def __init__(self, fails: int, status: int = 500) -> None:
+        self.fails, self.status = fails, status
+        self.created: list[FlakyContainer] = []
+        self.containers = self
+
+    def create(self, **kwargs: Any) -> FlakyContainer:
+        container = FlakyContainer(self, kwargs)
+        self.created.append(container)
+        return container
+
+
+class FlakyContainer:
+    def __init__(self, engine: FlakyEngine, kwargs: dict[str, Any]) -> None:
+        self.engine, self.kwargs, self.removed = engine, kwargs, False
+
+    def start(self) -> None:
+        import docker.errors
+        import requests
+
+        if self.engine.fails > 0:
+            self.engine.fails -= 1
+            response = requests.Response()
+            response.status_code = self.engine.status
+            raise docker.errors.APIError("cannot start a stopped process", response=response)
+
+    def remove(self, force: bool = False) -> None:
+        self.removed = True
+
+
+def test_a_start_the_engine_fumbles_is_tried_again_with_a_fresh_container(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(docker_work.time, "sleep", lambda _: None)
+    engine = FlakyEngine(fails=2)
+    started = docker_work.start_container(engine, image="img")
+    assert started is engine.created[-1] and len(engine.created) == 3
+    assert [c.removed for c in engine.created] == [True, True, False]
+
+
+def test_a_refused_container_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import docker.errors
+
+    monkeypatch.setattr(docker_work.time, "sleep", lambda _: None)
+    engine = FlakyEngine(fails=1, status=400)
+    with pytest.raises(docker.errors.APIError):
+        docker_work.start_container(engine, image="img")
+    assert len(engine.created) == 1 and engine.created[0].removed
+    engine = FlakyEngine(fails=5)
+    with pytest.raises(docker.errors.APIError):
+        docker_work.start_container(engine, image="img")
+    assert len(engine.created) == docker_work.START_ATTEMPTS
