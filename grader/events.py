@@ -83,6 +83,13 @@ def parse_all(cls: type[E], raws: list[dict[str, Any]]) -> list[E]:
     return [cls.parse(raw) for raw in raws if raw.get("kind") == cls.KIND]
 
 
+def parse_kinds(raws: list[dict[str, Any]], *kinds: type[Event]) -> list[Event]:
+    """Every record of any of `kinds` among `raws`, typed, in their order (tell them apart with
+    isinstance)."""
+    by_kind = {kind.KIND: kind for kind in kinds}
+    return [by_kind[raw["kind"]].parse(raw) for raw in raws if raw.get("kind") in by_kind]
+
+
 # --- The program's life: start, end, exceptions, the harness's own failures ----------------------
 
 

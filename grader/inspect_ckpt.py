@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from grader.events import DdpInit, Rename, Save, parse_all, parse_kinds
+
 MAX_FILES = 8
 MAX_BYTES = 256 * 1024 * 1024
 
@@ -17,25 +19,24 @@ MAX_BYTES = 256 * 1024 * 1024
 def final_paths(traces: dict[int, list[dict[str, Any]]]) -> dict[str, str]:
     """saved path -> where the file is at the end (after os.replace/os.rename), by time order."""
     events = sorted(
-        (e for evs in traces.values() for e in evs if e.get("kind") in ("save", "rename")),
-        key=lambda e: e.get("t", 0.0),
+        (e for evs in traces.values() for e in parse_kinds(evs, Save, Rename)),
+        key=lambda e: e.t,
     )
     where: dict[str, str] = {}
     for e in events:
-        if e["kind"] == "save" and e.get("ok") and e.get("path"):
-            where[e["path"]] = e["path"]
-        elif e["kind"] == "rename" and e.get("src") and e.get("dst"):
+        if isinstance(e, Save) and e.ok and e.path:
+            where[e.path] = e.path
+        elif isinstance(e, Rename) and e.src and e.dst:
             for saved, now in list(where.items()):
-                if now == e["src"]:
-                    where[saved] = e["dst"]
+                if now == e.src:
+                    where[saved] = e.dst
     return where
 
 
 def _bare_model(traces: dict[int, list[dict[str, Any]]]) -> dict[str, list[int]] | None:
-    for e in traces.get(0, []):
-        if e.get("kind") == "ddp_init" and "shapes" in e:
-            return e["shapes"]
-    return None
+    """The shapes of the first model rank 0 wrapped in DDP (None: none, or not described)."""
+    inits = parse_all(DdpInit, traces.get(0, []))
+    return inits[0].shapes if inits else None
 
 
 def describe(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from grader.checks.base import RunView
 from grader.contract import CheckResult, GradeEvent
+from grader.events import Init
 from grader.i18n import message_fields, msg
 
 # Checks that judge a program whether or not it distributes (they say themselves what is missing).
@@ -80,7 +81,7 @@ def launch_event(plans: Sequence[LaunchPlan], index: int) -> GradeEvent:
 
 def distributed(views: Sequence[RunView]) -> bool:
     """Whether any rank of any launch called init_process_group."""
-    return any(view.events("init") for view in views)
+    return any(view.typed(Init) for view in views)
 
 
 def not_judged_without_distribution(

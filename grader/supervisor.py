@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from grader.events import Fatal
+from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.ranklogs import OutputTailer, read_traces
 
@@ -144,9 +144,9 @@ class Supervisor:
     def rank_pids(self) -> dict[int, int]:
         pids: dict[int, int] = {}
         for rank, events in read_traces(self.trace_dir).items():
-            for e in events:
-                if e.get("kind") == "start" and isinstance(e.get("pid"), int):
-                    pids[rank] = e["pid"]
+            for start in parse_all(Start, events):
+                if start.pid:
+                    pids[rank] = start.pid
         return pids
 
     def on_timeout(self) -> None:
@@ -199,11 +199,11 @@ class Supervisor:
             stack, fatal = _read_dumps(self.trace_dir, rank)
             events = traces.get(rank, []) + fatal
             output, truncated, total = self.tailer.result(rank)
-            ends = [e for e in events if e.get("kind") == "end"]
+            ends = parse_all(End, events)
             if rank in self.failures:
                 exit_code = self.failures[rank]
             elif ends:
-                exit_code = ends[-1].get("exit_code")
+                exit_code = ends[-1].exit_code
             else:
                 exit_code = None if (self.timed_out or self.failures) else 0
             ranks.append(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
-from grader.events import AccumStep
+from grader.events import AccumStep, Replay, Step
 from grader.i18n import msg
 
 MEAN_TOLERANCE = 0.02  # relative; a loss not divided by k is off by (k - 1) * 100%
@@ -145,9 +145,9 @@ def accum_one_allreduce(run: RunView, params: dict[str, Any]) -> Outcome:
 )
 def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
     rank0 = run.rank(0)
-    replay = rank0.first("replay") if rank0 else None
-    step = rank0.first("step") if rank0 else None
-    line = step.get("line") if step else None
+    replay = rank0.first_typed(Replay) if rank0 else None
+    step = rank0.first_typed(Step) if rank0 else None
+    line = step.line if step else None
     if replay is None:
         replayed = msg("accum.reached_replay", "rank 0's first step could be replayed")
         return run.not_reached(replayed) or failed(
@@ -156,8 +156,8 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
                 "Rank 0 did not report its first step (is the model wrapped in DDP?).",
             )
         )
-    if replay.get("status") != "ok" or replay.get("mean_status") != "ok":
-        reason = replay.get("reason") or msg(
+    if replay.status != "ok" or replay.mean_status != "ok":
+        reason = replay.reason or msg(
             "accum.loss_unknown", "the loss of a micro-batch could not be identified"
         )
         return skipped(
@@ -167,11 +167,11 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
                 reason=reason,
             )
         )
-    micro = int(replay["micro_total"])
-    rel, ratio = float(replay["mean_rel_error"]), float(replay["mean_ratio"])
-    clipped = bool(replay.get("clipped"))
+    micro = int(replay.micro_total)
+    rel, ratio = float(replay.mean_rel_error), float(replay.mean_ratio)
+    clipped = bool(replay.clipped)
     # Clipping rescales the step on purpose: then only its direction is judged.
-    off = 1.0 - float(replay["mean_cosine"]) > 1e-4 if clipped else rel > MEAN_TOLERANCE
+    off = 1.0 - float(replay.mean_cosine) > 1e-4 if clipped else rel > MEAN_TOLERANCE
     if off:
         if not clipped and abs(ratio - round(ratio)) < 0.02 * ratio and round(ratio) > 1:
             why = msg(
@@ -196,9 +196,9 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
                 "(replayed in one process, each from its own unscaled loss) has norm "
                 "{mean:.4g}: {why}.",
                 at=run.at(line),
-                stepped=float(replay["norm_stepped"]),
+                stepped=float(replay.norm_stepped),
                 micro=micro,
-                mean=float(replay["norm_mean"]),
+                mean=float(replay.norm_mean),
                 why=why,
             ),
             rank=0,

@@ -10,12 +10,12 @@ from grader.checks.base import (
     RunView,
     check,
     failed,
-    first_optimizer_steps,
+    first_optimizer,
     passed,
     ranks_text,
     skipped,
 )
-from grader.events import DdpInit, HandGrads, Weights
+from grader.events import CollectiveCall, DdpInit, HandGrads, Step, Weights
 from grader.i18n import Message, msg
 
 TOLERANCE = 1e-4  # relative; float32 sums of a few ranks agree to ~1e-7
@@ -34,11 +34,9 @@ def _norm(a: list[float]) -> float:
 
 
 def _first_allreduce_line(run: RunView, rank: int) -> int | None:
-    # `op` is not declared on CollectiveCall in the data section of grader.events yet: raw.
-    for r, e in run.events("collective_call"):
-        if r == rank and e.get("op") == "all_reduce" and e.get("step", 0) == 0:
-            line: int | None = e.get("line")
-            return line
+    for r, e in run.typed(CollectiveCall):
+        if r == rank and e.op == "all_reduce" and e.step == 0:
+            return e.line
     return None
 
 
@@ -259,9 +257,7 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     "parameter before training) and give every rank the same averaged gradient.",
 )
 def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
-    # The step records' fields (digest, sums, line) are not declared on Step in the checkpoint
-    # section of grader.events yet, and first_optimizer_steps returns raw records: raw.
-    per_rank = {r.rank: first_optimizer_steps(r.events) for r in run.ranks}
+    per_rank = {r.rank: first_optimizer(r.typed(Step)) for r in run.ranks}
     if not per_rank.get(0):
         return _in_sync_by_loss(run)
     counts = {r: len(s) for r, s in per_rank.items()}
@@ -270,8 +266,8 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
         if rank == 0:
             continue
         for i, (a, b) in enumerate(zip(ref, mine, strict=False)):
-            if a.get("digest") != b.get("digest"):
-                sa, sb = sum(a.get("sums", [])), sum(b.get("sums", []))
+            if a.digest != b.digest:
+                sa, sb = sum(a.sums), sum(b.sums)
                 grads = dict(run.typed(HandGrads))
                 facts = {"step": i + 1, "rank": rank, "got": sb, "ref": sa}
                 if i == 0 and 0 in grads and rank in grads and _same(grads[0], grads[rank]):
@@ -289,7 +285,7 @@ def in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                         "(sum of all weights {got:.6g} vs {ref:.6g}).",
                         **facts,
                     )
-                return failed(differ, rank=rank, line=b.get("line") or a.get("line"))
+                return failed(differ, rank=rank, line=b.line or a.line)
         if counts[rank] != counts[0]:
             return failed(
                 msg(
@@ -370,23 +366,24 @@ def _same(a: HandGrads, b: HandGrads) -> bool:
     )
 
 
-def _describe(e: dict[str, Any]) -> Message:
-    op = e.get("op", "?")
+def _describe(e: CollectiveCall) -> Message:
+    op = e.op or "?"
     if op == "barrier":
         return msg("allreduce.call_barrier", "barrier")
-    call = {"op": op, "numel": e.get("numel", "?"), "dtype": e.get("dtype", "")}
-    if e.get("redop"):
+    numel: int | str = "?" if e.numel is None else e.numel
+    call = {"op": op, "numel": numel, "dtype": e.dtype or ""}
+    if e.redop:
         return msg(
             "allreduce.call_reduce",
             "{op} of {numel} {dtype} values, {redop}",
-            redop=e["redop"],
+            redop=e.redop,
             **call,
         )
     return msg("allreduce.call", "{op} of {numel} {dtype} values", **call)
 
 
-def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
-    return (e.get("op"), e.get("numel"), e.get("dtype"), e.get("redop"), e.get("src"))
+def _sig(e: CollectiveCall) -> tuple[Any, ...]:
+    return (e.op, e.numel, e.dtype, e.redop, e.src)
 
 
 def _calls(n: int) -> Message:
@@ -402,9 +399,7 @@ def _calls(n: int) -> Message:
     "it with tensors of the same shape: never call one inside `if rank == 0:`.",
 )
 def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
-    # A call's signature (op, numel, dtype, redop, src) is not declared on CollectiveCall in the
-    # data section of grader.events yet: raw.
-    seqs = {r.rank: r.of("collective_call") for r in run.ranks}
+    seqs = {r.rank: r.typed(CollectiveCall) for r in run.ranks}
     if not any(seqs.values()):
         if len(run.ranks) == 1:
             return skipped(
@@ -429,13 +424,13 @@ def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
                         n=i + 1,
                         ref_rank=ref_rank,
                         ref_call=_describe(a),
-                        ref_where=run.where(a.get("line")),
+                        ref_where=run.where(a.line),
                         rank=rank,
                         call=_describe(b),
-                        where=run.where(b.get("line")),
+                        where=run.where(b.line),
                     ),
                     rank=rank,
-                    line=b.get("line"),
+                    line=b.line,
                 )
         if len(seq) < len(other):
             nxt = other[len(seq)]
@@ -446,7 +441,7 @@ def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
                 "n": len(seq),
                 "next": len(seq) + 1,
                 "call": _describe(nxt),
-                "where": run.where(nxt.get("line")),
+                "where": run.where(nxt.line),
             }
             return failed(
                 msg(
@@ -465,7 +460,7 @@ def collectives_match(run: RunView, params: dict[str, Any]) -> Outcome:
                     **facts,
                 ),
                 rank=ref_rank,
-                line=nxt.get("line"),
+                line=nxt.line,
             )
     n = len(seqs[0])
     return passed(

@@ -7,6 +7,7 @@ checks by adding a module (e.g. `grader/checks/syncbn.py`) without editing any o
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import re
@@ -14,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from grader.events import E, End, Event, Start, Step, parse_all
-from grader.i18n import Message, msg
+from grader.events import E, End, Event, Start, Step, parse_all, parse_kinds
+from grader.i18n import msg
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -47,14 +48,9 @@ class RankView:
     output: str = ""
     truncated: bool = False
     stack: str | None = None
+    # The raw trace records, as the rank wrote them: checks read them only through the typed
+    # accessors below (a test fails a check module that reads them raw).
     events: list[dict[str, Any]] = field(default_factory=list)
-
-    def of(self, kind: str) -> list[dict[str, Any]]:
-        """Raw records of one kind; prefer `typed`, whose fields mypy checks."""
-        return [e for e in self.events if e.get("kind") == kind]
-
-    def first(self, kind: str) -> dict[str, Any] | None:
-        return next((e for e in self.events if e.get("kind") == kind), None)
 
     def typed(self, kind: type[E]) -> list[E]:
         """This rank's records of one kind (`grader.events`), typed, in order."""
@@ -77,8 +73,7 @@ class RankView:
     def typed_sequence(self, *kinds: type[Event]) -> list[Event]:
         """This rank's records of several kinds, typed, in the order they were written (tell
         them apart with isinstance)."""
-        by_kind = {kind.KIND: kind for kind in kinds}
-        return [by_kind[e["kind"]].parse(e) for e in self.events if e.get("kind") in by_kind]
+        return parse_kinds(self.events, *kinds)
 
     @property
     def end(self) -> End | None:
@@ -96,17 +91,19 @@ class RankView:
         return start.file if start else None
 
     @property
+    def attempts(self) -> set[int]:
+        """The attempts (torchelastic restarts) this rank left events in."""
+        return {Event.parse(e).attempt for e in self.events}
+
+    @property
     def last_attempt(self) -> int:
         """The last attempt (torchelastic restart) this rank left events in; 0 if none."""
-        return max((int(e.get("attempt", 0)) for e in self.events), default=0)
+        return max(self.attempts, default=0)
 
-    def in_attempt(self, attempt: int, kind: str | None = None) -> list[dict[str, Any]]:
-        """This rank's events of one attempt (of one kind)."""
-        return [
-            e
-            for e in self.events
-            if int(e.get("attempt", 0)) == attempt and (kind is None or e.get("kind") == kind)
-        ]
+    def attempt_view(self, attempt: int) -> RankView:
+        """This rank as one attempt saw it: that attempt's events only."""
+        events = [e for e in self.events if Event.parse(e).attempt == attempt]
+        return dataclasses.replace(self, events=events)
 
     @property
     def last_line(self) -> int | None:
@@ -140,10 +137,6 @@ class RunView:
     reference: RunView | None = None
     # The other judged launches of the same submission (other world sizes).
     siblings: list[RunView] = field(default_factory=list)
-
-    def events(self, kind: str) -> list[tuple[int, dict[str, Any]]]:
-        """Raw (rank, record) pairs of one kind; prefer `typed`, whose fields mypy checks."""
-        return [(r.rank, e) for r in self.ranks for e in r.of(kind)]
 
     def typed(self, kind: type[E]) -> list[tuple[int, E]]:
         """(rank, record) of one kind (`grader.events`) over every rank, typed."""
@@ -180,15 +173,13 @@ class RunView:
 
     def not_reached(self, what: str) -> Outcome | None:
         """A skip for a check whose evidence is missing because the run stopped early. `what`
-        made with `grader.i18n.msg` is translated with the sentence; a plain string is not."""
+        made with `grader.i18n.msg` is translated with the sentence; a plain string is quoted as
+        it is."""
         if self.complete:
             return None
-        if isinstance(what, Message):
-            return Outcome(
-                "skip",
-                msg("run.not_reached", "Not judged: the run stopped before {what}.", what=what),
-            )
-        return Outcome("skip", f"Not judged: the run stopped before {what}.")
+        return Outcome(
+            "skip", msg("run.not_reached", "Not judged: the run stopped before {what}.", what=what)
+        )
 
 
 CheckFn = Callable[[RunView, dict[str, Any]], Outcome]
@@ -249,15 +240,6 @@ def plural(n: int, word: str) -> str:
 def first_optimizer(steps: list[Step]) -> list[Step]:
     """The steps among `steps` of the first optimizer that stepped."""
     return [e for e in steps if e.opt == steps[0].opt] if steps else []
-
-
-def first_optimizer_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The `step` events among `events` of the first optimizer that stepped."""
-    all_steps = [e for e in events if e.get("kind") == "step"]
-    if not all_steps:
-        return []
-    first = all_steps[0].get("opt", 0)
-    return [e for e in all_steps if e.get("opt", 0) == first]
 
 
 def ranks_text(ranks: list[int]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
-from grader.events import ClosureLoss, DdpForward, DdpInit, Step
+from grader.events import ClosureLoss, DdpForward, DdpInit, Replay, Step
 from grader.i18n import Message, msg
 
 GRAD_TOLERANCE = 0.02  # relative; the bugs this catches are off by 50% or more
@@ -28,18 +28,18 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
             return early
         return failed(_never_wrapped(missing), rank=missing[0])
     for r in run.ranks:
-        # The optimizer hook's `step` records (fields not declared in grader.events yet): raw.
-        steps = r.of("step")
+        steps = r.typed(Step)
         if not steps:
             continue
         first = steps[0]
-        # Every optimizer the program steps, not only the first one.
-        for opening in (e for e in steps if e.get("n", 1) == 1):
-            if opening.get("ddp_frac", 1.0) < 1.0:
+        # Every optimizer the program steps, not only the first one (a record without a count,
+        # n 0, is taken for a first step).
+        for opening in (e for e in steps if e.n <= 1):
+            if opening.ddp_frac is not None and opening.ddp_frac < 1.0:
                 return failed(
-                    _not_ddp_parameters(r.rank, opening, run.at(opening.get("line"))),
+                    _not_ddp_parameters(r.rank, opening, run.at(opening.line)),
                     rank=r.rank,
-                    line=opening.get("line"),
+                    line=opening.line,
                 )
         fwd = r.first_typed(DdpForward)
         if fwd is None or fwd.steps > 0:
@@ -50,10 +50,10 @@ def ddp_wrapped(run: RunView, params: dict[str, Any]) -> Outcome:
                     "through the DDP model (calling the inner model skips DDP's gradient "
                     "averaging).",
                     rank=r.rank,
-                    where=run.at(first.get("line")),
+                    where=run.at(first.line),
                 ),
                 rank=r.rank,
-                line=first.get("line"),
+                line=first.line,
             )
     if not any(r.typed(Step) for r in run.ranks):
         return run.not_reached(FIRST_STEP) or failed(
@@ -90,9 +90,9 @@ def _never_wrapped(missing: list[int]) -> Message:
     )
 
 
-def _not_ddp_parameters(rank: int, opening: dict[str, Any], where: str) -> Message:
+def _not_ddp_parameters(rank: int, opening: Step, where: str) -> Message:
     """An optimizer (by its first `step` record) that updates parameters outside the DDP model."""
-    if opening.get("opt", 0) == 0:
+    if opening.opt == 0:
         return msg(
             "ddp.optimizer_not_ddp",
             "Rank {rank}'s optimizer updates parameters that are not the DDP model's (first step "
@@ -105,14 +105,14 @@ def _not_ddp_parameters(rank: int, opening: dict[str, Any], where: str) -> Messa
         "Rank {rank}'s {optimizer} (its optimizer #{number}) updates parameters that are not the "
         "DDP model's (first step {where}): build it from ddp_model.parameters() after wrapping.",
         rank=rank,
-        optimizer=opening.get("optimizer") or "optimizer",
-        number=int(opening.get("opt", 0)) + 1,
+        optimizer=opening.optimizer or "optimizer",
+        number=opening.opt + 1,
         where=where,
     )
 
 
-def _steps_by_rank(run: RunView) -> dict[int, dict[tuple[int, int], dict[str, Any]]]:
-    return {r.rank: {(e["opt"], e["n"]): e for e in r.of("step")} for r in run.ranks}
+def _steps_by_rank(run: RunView) -> dict[int, dict[tuple[int, int], Step]]:
+    return {r.rank: {(e.opt, e.n): e for e in r.typed(Step)} for r in run.ranks}
 
 
 @check(
@@ -143,12 +143,10 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                 continue
             compared += 1
             a = ref[key]
-            if a["digest"] == other["digest"]:
+            if a.digest == other.digest:
                 continue
-            names = next(
-                (e.get("names") for (o, n), e in ref.items() if o == key[0] and n == 1), None
-            )
-            where, va, vb = _first_difference(a.get("sums", []), other.get("sums", []), names or [])
+            names = next((e.names for (o, n), e in ref.items() if o == key[0] and n == 1), None)
+            where, va, vb = _first_difference(a.sums, other.sums, names or [])
             if where is None:
                 continue  # equal to float64 precision in every tensor sum: bitwise noise only
             return failed(
@@ -163,7 +161,7 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
                     ref=va,
                 ),
                 rank=rank,
-                line=steps[rank].get((key[0], 1), {}).get("line"),
+                line=_line_of(steps[rank].get((key[0], 1))),
             )
     if compared == 0:
         common = msg("ddp.reached_common_step", "the ranks took a step in common")
@@ -183,6 +181,10 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
             n=n,
         )
     )
+
+
+def _line_of(step: Step | None) -> int | None:
+    return step.line if step is not None else None
 
 
 def _closure_losses_differ(run: RunView) -> Outcome | None:
@@ -241,12 +243,10 @@ def _close(x: float, y: float) -> bool:
     "and do not divide the loss by the world size.",
 )
 def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
-    # The replay's and the optimizer hook's records (fields not declared in grader.events yet)
-    # are read raw.
     ranks0 = run.ranks[0] if run.ranks else None
-    replay = ranks0.first("replay") if ranks0 else None
-    first_step = ranks0.first("step") if ranks0 else None
-    line = first_step.get("line") if first_step else None
+    replay = ranks0.first_typed(Replay) if ranks0 else None
+    first_step = ranks0.first_typed(Step) if ranks0 else None
+    line = first_step.line if first_step else None
     if not run.typed(DdpInit):
         wrapped = msg("ddp.reached_model_wrapped", "the model was wrapped")
         return run.not_reached(wrapped) or skipped(
@@ -260,7 +260,7 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         return run.not_reached(replayed) or failed(
             msg("ddp.no_replay", "Rank 0 did not report its first step.")
         )
-    if replay.get("status") == "zero_gradient" and not replay.get("norm_actual"):
+    if replay.status == "zero_gradient" and not replay.norm_actual:
         return failed(
             msg(
                 "ddp.zero_gradient",
@@ -274,16 +274,16 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
             rank=0,
             line=line,
         )
-    if replay.get("status") != "ok":
+    if replay.status != "ok":
         return skipped(
             msg(
                 "ddp.not_replayed",
                 "The first step could not be replayed: {reason}.",
-                reason=replay.get("reason"),
+                reason=replay.reason,
             )
         )
-    world = int(replay.get("world_size", run.world_size))
-    rel, ratio = float(replay["rel_error"]), float(replay["ratio"])
+    world = replay.world_size if replay.world_size is not None else run.world_size
+    rel, ratio = float(replay.rel_error), float(replay.ratio)
     if rel > GRAD_TOLERANCE:
         return failed(
             msg(
@@ -291,15 +291,15 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
                 "In your run, after backward in the first step, rank 0's gradient has norm "
                 "{actual:.4g}; the average of the ranks' own gradients (replayed in one "
                 "process) has norm {expected:.4g}: {why}.",
-                actual=replay["norm_actual"],
-                expected=replay["norm_expected"],
-                why=_why_not_averaged(world, ratio, rel, replay.get("worst_param")),
+                actual=replay.norm_actual,
+                expected=replay.norm_expected,
+                why=_why_not_averaged(world, ratio, rel, replay.worst_param),
             ),
             rank=0,
             line=line,
         )
-    step = float(replay.get("step_ratio", 1.0))
-    if replay.get("step_parallel", True) and step > 1.001:
+    step = float(replay.step_ratio)
+    if replay.step_parallel and step > 1.001:
         why = (
             msg(
                 "ddp.why_summed_again",
@@ -323,9 +323,9 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         )
     if (
         world > 1
-        and replay.get("step_parallel", True)
-        and not replay.get("clipped")
-        and not replay.get("amp_scale")
+        and replay.step_parallel
+        and not replay.clipped
+        and not replay.amp_scale
         and abs(step * world - 1) < 1e-3
     ):
         return failed(
@@ -345,7 +345,7 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
             bad = None  # the same factor at another world size: a constant, not a division
         if bad is not None:
             rank, scale, k = bad
-            lines = (replay.get("backward_lines") or {}).get(str(rank)) or []
+            lines = replay.backward_lines.get(str(rank)) or []
             at = next((n for n in lines if n is not None), None) or line
             return failed(
                 _world_scale_message(rank, scale, k, world, run.at(at)), rank=rank, line=at
@@ -414,16 +414,16 @@ def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str
     )
 
 
-def _world_scaled_loss(replay: dict[str, Any], world: int) -> tuple[int, float, int] | None:
+def _world_scaled_loss(replay: Replay, world: int) -> tuple[int, float, int] | None:
     """A rank that scaled its loss by 1/world (or 1/(k*world) with k micro-steps) before backward.
 
     Evidence, per micro-step of the first step: the gradient that reached the value a standard
     loss function returned (when exactly one was called), else the constant factor applied last
     to the tensor given to backward (`loss / world_size`).
     """
-    micro = replay.get("micro_steps", {})
-    roots = replay.get("root_scales", {})
-    for rank_s, per_micro in sorted(replay.get("loss_scales", {}).items()):
+    micro = replay.micro_steps
+    roots = replay.root_scales
+    for rank_s, per_micro in sorted(replay.loss_scales.items()):
         scales = []
         for i, found in enumerate(per_micro):
             root = (roots.get(rank_s) or [None] * len(per_micro))[i]
@@ -453,19 +453,19 @@ def _constant_across_world_sizes(run: RunView, per_mean: float) -> bool:
     for other in run.siblings:
         if other.world_size == run.world_size or not other.ranks:
             continue
-        replay = other.ranks[0].first("replay")
-        if not replay or replay.get("status") != "ok":
+        replay = other.ranks[0].first_typed(Replay)
+        if not replay or replay.status != "ok":
             continue
         found = _first_scale(replay)
-        k = max(1, int(replay.get("micro_steps", {}).get("0", 1)))
+        k = max(1, int(replay.micro_steps.get("0", 1)))
         if found is not None and _close(found * k, per_mean):
             return True
     return False
 
 
-def _first_scale(replay: dict[str, Any]) -> float | None:
-    per_micro = replay.get("loss_scales", {}).get("0") or []
-    roots = replay.get("root_scales", {}).get("0") or []
+def _first_scale(replay: Replay) -> float | None:
+    per_micro = replay.loss_scales.get("0") or []
+    roots = replay.root_scales.get("0") or []
     if per_micro and isinstance(per_micro[0], list) and len(per_micro[0]) == 1:
         return float(per_micro[0][0])
     if roots and roots[0] is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
-from grader.events import Destroy, Init, InitError, ProgramException
+from grader.events import DdpInit, Destroy, Init, InitError, ProgramException
 from grader.i18n import Message, msg
 
 
@@ -183,9 +183,7 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                 "This run used CPU workers; GPU pinning is checked on GPU workers only.",
             )
         )
-    # Raw records: DdpInit (grader.events, another section) does not declare devices and
-    # device_ids yet.
-    inits = {rank: e for rank, e in run.events("ddp_init")}
+    inits = {rank: e for rank, e in run.typed(DdpInit)}
     used: dict[str, int] = {}
     for r in run.ranks:
         e = inits.get(r.rank)
@@ -196,7 +194,7 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                 msg("dist.no_ddp", "Rank {rank} never built a DDP model.", rank=r.rank),
                 rank=r.rank,
             )
-        devices = e.get("devices", [])
+        devices = e.devices
         want = f"cuda:{r.rank}"
         if devices != [want]:
             return failed(
@@ -208,9 +206,9 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                     want=want,
                 ),
                 rank=r.rank,
-                line=e.get("line"),
+                line=e.line,
             )
-        ids = e.get("device_ids")
+        ids = e.device_ids
         if ids and ids != [want] and ids != [str(r.rank)]:
             return failed(
                 msg(
@@ -222,7 +220,7 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                     want=want,
                 ),
                 rank=r.rank,
-                line=e.get("line"),
+                line=e.line,
             )
         if want in used:
             return failed(

@@ -19,12 +19,12 @@ from grader.checks.base import (
     RunView,
     check,
     failed,
-    first_optimizer_steps,
+    first_optimizer,
     get_check,
     passed,
     ranks_text,
 )
-from grader.events import E, Event, Fault, Load, Rename, Save, Step
+from grader.events import E, Fault, Load, Rename, Save, Step
 from grader.i18n import Message, msg
 
 REL_TOL = 1e-6
@@ -35,19 +35,10 @@ def _of(r: RankView, kind: type[E], attempt: int) -> list[E]:
     return [e for e in r.typed(kind) if e.attempt == attempt]
 
 
-def _attempt(raw: dict[str, Any]) -> int:
-    return Event.parse(raw).attempt
-
-
-def _fault(run: RunView) -> tuple[int, Fault, dict[str, Any]] | None:
-    """(rank, record, raw record) of the injected failure: where it was placed (`after_steps`,
-    `placed`, `reference_steps`, `snapshot_step`) is not declared on Fault in the checkpoint
-    section of grader.events yet, so those are read raw."""
+def _fault(run: RunView) -> tuple[int, Fault] | None:
+    """(rank, record) of the injected failure."""
     found = run.typed(Fault)
-    if not found:
-        return None
-    rank, fault = found[0]
-    return rank, fault, run.events("fault")[0][1]
+    return found[0] if found else None
 
 
 def _saved_paths(run: RunView, attempt: int) -> set[str]:
@@ -92,24 +83,24 @@ def _no_fault_message(run: RunView) -> Message:
     )
 
 
-def _stopped(fe: dict[str, Any], frank: int) -> Message:
+def _stopped(fe: Fault, frank: int) -> Message:
     return msg(
         "elastic.stopped",
         "Rank {rank} was stopped after its optimizer step {after}",
         rank=frank,
-        after=int(fe.get("after_steps", 0)),
+        after=int(fe.after_steps),
     )
 
 
-def _nothing_saved(fe: dict[str, Any], frank: int) -> Message:
+def _nothing_saved(fe: Fault, frank: int) -> Message:
     """Why no snapshot existed when the rank was stopped, from where the fault was placed."""
-    total = _optimizer_steps(int(fe.get("reference_steps", 0)))
+    total = _optimizer_steps(int(fe.reference_steps))
     how = msg(
         "elastic.how_to_save",
         "Save the training state (model, optimizer, and where to continue) from rank 0 as "
         "training goes, e.g. at the end of every epoch.",
     )
-    if fe.get("placed") == "no_snapshot":
+    if fe.placed == "no_snapshot":
         return msg(
             "elastic.never_saved",
             "Your program never saved a snapshot of the model in an uninterrupted run ({total} "
@@ -117,10 +108,10 @@ def _nothing_saved(fe: dict[str, Any], frank: int) -> Message:
             "step {after}, and the restart had nothing to resume from. {how}",
             total=total,
             rank=frank,
-            after=fe.get("after_steps"),
+            after=fe.after_steps,
             how=how,
         )
-    if fe.get("placed") == "late_snapshot":
+    if fe.placed == "late_snapshot":
         return msg(
             "elastic.saved_late",
             "In an uninterrupted run your program saved its first snapshot only after its last "
@@ -129,7 +120,7 @@ def _nothing_saved(fe: dict[str, Any], frank: int) -> Message:
             "restart had nothing to resume from. {how}",
             total=total,
             rank=frank,
-            after=fe.get("after_steps"),
+            after=fe.after_steps,
             how=how,
         )
     return msg(
@@ -138,7 +129,7 @@ def _nothing_saved(fe: dict[str, Any], frank: int) -> Message:
         "snapshot (after step {snapshot_step}), but in this run no snapshot had been saved by "
         "then, so the restart had nothing to resume from. {how}",
         stopped=_stopped(fe, frank),
-        snapshot_step=fe.get("snapshot_step"),
+        snapshot_step=fe.snapshot_step,
         how=how,
     )
 
@@ -154,9 +145,9 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     found = _fault(run)
     if found is None:
         return failed(_no_fault_message(run))
-    frank, fault, fe = found
-    attempt = fault.attempt
-    restarted = [r for r in run.ranks if r.in_attempt(attempt + 1)]
+    frank, fe = found
+    attempt = fe.attempt
+    restarted = [r for r in run.ranks if attempt + 1 in r.attempts]
     if not restarted:
         return failed(
             msg(
@@ -244,8 +235,6 @@ def resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     "sampler.set_epoch(epoch) so every epoch sees the same data order as before.",
 )
 def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
-    # The step records' fields (digest, sums, squares, names) are not declared on Step in the
-    # checkpoint section of grader.events yet, and first_optimizer_steps returns raw records.
     tol = float(params.get("tolerance", REL_TOL))
     found = _fault(run)
     if found is None:
@@ -255,7 +244,7 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
         return failed(
             msg("elastic.no_reference", "The uninterrupted reference run did not take place.")
         )
-    ref_steps = first_optimizer_steps(ref.ranks[0].events)
+    ref_steps = first_optimizer(ref.ranks[0].typed(Step))
     if not ref_steps or ref.ranks[0].end is None:
         return failed(
             msg(
@@ -265,14 +254,14 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         )
     last = run.ranks[0].last_attempt
-    got = first_optimizer_steps(run.ranks[0].in_attempt(last))
+    got = first_optimizer(run.ranks[0].typed_in_attempt(last, Step))
     if not got:
         return failed(
             msg("elastic.no_step_after", "After the restart rank 0 took no optimizer step."),
             rank=0,
         )
     a, b = got[-1], ref_steps[-1]
-    if a.get("digest") == b.get("digest"):
+    if a.digest == b.digest:
         return passed(
             msg(
                 "elastic.bitwise",
@@ -281,16 +270,16 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
                 steps=_steps(len(ref_steps)),
             )
         )
-    sa, sb = a.get("sums", []), b.get("sums", [])
-    names = b.get("names") or ref_steps[0].get("names") or []
+    sa, sb = a.sums, b.sums
+    names = b.names or ref_steps[0].names or []
     worst, where_i, stat_of = 0.0, 0, "sums"
     for stat in ("sums", "squares"):  # the sum of squares sees what sums cannot
-        pairs = zip(a.get(stat, []), b.get(stat, []), strict=False)
+        pairs = zip(_stat(a, stat), _stat(b, stat), strict=False)
         for i, (x, y) in enumerate(pairs):
             rel = abs(x - y) / max(abs(x), abs(y), 1e-12)
             if rel > worst:
                 worst, where_i, stat_of = rel, i, stat
-                sa, sb = a.get(stat, []), b.get(stat, [])
+                sa, sb = _stat(a, stat), _stat(b, stat)
     if worst <= tol and len(sa) == len(sb):
         return passed(
             msg(
@@ -303,7 +292,7 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
     before = _steps_before_snapshot(run)
     done = (before or 0) + len(got)
     facts = {
-        "after": int(found[2].get("after_steps", 0)),
+        "after": int(found[1].after_steps),
         "what": (
             msg("elastic.stat_sum", "sum")
             if stat_of == "sums"
@@ -352,6 +341,11 @@ def equivalent(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
+def _stat(step: Step, stat: str) -> list[float]:
+    """A step's per-tensor `sums` or `squares`."""
+    return step.sums if stat == "sums" else step.squares
+
+
 def _steps_before_snapshot(run: RunView) -> int | None:
     """Rank 0's optimizer steps before the last snapshot it saved (or renamed into place) in the
     first attempt; a rank's records are in order of `seq`."""
@@ -366,11 +360,7 @@ def _steps_before_snapshot(run: RunView) -> int | None:
 def _final_attempt_view(run: RunView) -> RunView:
     """The run as its last attempt saw it: earlier attempts were stopped by the restart."""
     last = max((r.last_attempt for r in run.ranks), default=0)
-    ranks = [
-        dataclasses.replace(r, events=[e for e in r.events if _attempt(e) == last])
-        for r in run.ranks
-    ]
-    return dataclasses.replace(run, ranks=ranks)
+    return dataclasses.replace(run, ranks=[r.attempt_view(last) for r in run.ranks])
 
 
 _core_completed = get_check("run.completed")
@@ -380,13 +370,7 @@ def _earlier_attempt_view(run: RunView, attempt: int) -> RunView:
     """The run as an attempt before the last saw it: its events only. Exit codes and stacks are
     the last attempt's, so they are left out; the run's wall clock did not stop this attempt."""
     ranks = [
-        dataclasses.replace(
-            r,
-            events=[e for e in r.events if _attempt(e) == attempt],
-            exit_code=None,
-            stack=None,
-        )
-        for r in run.ranks
+        dataclasses.replace(r.attempt_view(attempt), exit_code=None, stack=None) for r in run.ranks
     ]
     return dataclasses.replace(run, ranks=ranks, timed_out=False)
 
@@ -452,10 +436,19 @@ def _edit(text: str, change: Callable[[str], str]) -> str:
     """`change` applied to the English of `text`; a `Message` keeps its id and parameters (its
     template is changed), so it is still translated inside the sentence that quotes it."""
     english = change(str(text))
-    if isinstance(text, Message):
-        edited = Message(text.message_id, change(text.template), text.params)
-        if edited == english:  # else the change fell inside a parameter: English only
-            return edited
+    if not isinstance(text, Message):
+        return english
+    edited = Message(text.message_id, change(text.template), text.params)
+    if edited == english:
+        return edited
+    # The change fell inside a parameter (e.g. "{failure} Then ..."): edit that parameter, so
+    # the sentence keeps its id.
+    for key, value in text.params.items():
+        if isinstance(value, str):
+            params = {**text.params, key: _edit(value, change)}
+            edited = Message(text.message_id, text.template, params)
+            if edited == english:
+                return edited
     return english
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
-from grader.events import EnvWrite, Init, InitArgs, InitError, LaunchEnv, Save, Spawn
+from grader.events import EnvWrite, Init, InitArgs, InitError, Iteration, LaunchEnv, Save, Spawn
 from grader.i18n import Message, msg
 
 OVERRIDES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
@@ -129,10 +129,9 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=r.rank,
                 line=init.line,
             )
-    # The sampler's fields live in the data section of grader.events, not declared yet: raw.
-    for rank, e in run.events("iteration"):
-        replicas, srank = e.get("num_replicas"), e.get("sampler_rank")
-        if e.get("distributed") and (replicas != run.world_size or srank != rank):
+    for rank, e in run.typed(Iteration):
+        replicas, srank = e.num_replicas, e.sampler_rank
+        if e.distributed and (replicas != run.world_size or srank != rank):
             return failed(
                 msg(
                     "launch.sampler_world",
@@ -143,10 +142,10 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
                     rank=rank,
                     replicas=replicas,
                     sampler_rank=srank,
-                    where=run.where(e.get("line")),
+                    where=run.where(e.line),
                 ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
     errors = run.typed(InitError)
     if errors:
@@ -185,24 +184,17 @@ def launch_env(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
-def _model_saves(run: RunView) -> list[tuple[int, Save, dict[str, Any]]]:
-    """(rank, save, raw record) of every save that worked; `model_state` (whether the file held
-    a model's state) is not declared in the checkpoint section of grader.events yet: raw."""
-    out = []
-    for r in run.ranks:
-        raws = r.of("save")
-        for save, raw in zip(r.typed(Save), raws, strict=True):
-            if save.ok is not False:
-                out.append((r.rank, save, raw))
-    return out
+def _model_saves(run: RunView) -> list[tuple[int, Save]]:
+    """(rank, save) of every save that worked."""
+    return [(rank, save) for rank, save in run.typed(Save) if save.ok is not False]
 
 
 def _every_process_saves(run: RunView) -> Outcome | None:
     """On one node already: several processes wrote the same model checkpoint (no guard at all,
     rather than LOCAL_RANK in place of RANK, which only the multi-node run can show)."""
     by_path: dict[str, list[tuple[int, Save]]] = {}
-    for rank, save, raw in _model_saves(run):
-        if raw.get("model_state") and save.path:
+    for rank, save in _model_saves(run):
+        if save.model_state and save.path:
             by_path.setdefault(str(save.path), []).append((rank, save))
     for path, saves in by_path.items():
         writers = sorted({rank for rank, _ in saves})
@@ -280,9 +272,8 @@ def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
             rank=rank,
             line=save.line,
         )
-    # The sampler's fields live in the data section of grader.events, not declared yet: raw.
-    for rank, e in run.events("iteration"):
-        if e.get("distributed") and e.get("sampler_rank") not in (None, rank):
+    for rank, e in run.typed(Iteration):
+        if e.distributed and e.sampler_rank not in (None, rank):
             given = env.get(rank) or LaunchEnv()
             return failed(
                 msg(
@@ -291,13 +282,13 @@ def launch_multinode(run: RunView, params: dict[str, Any]) -> Outcome:
                     "built with rank {sampler_rank} (LOCAL_RANK is {local_rank}) {where}: two "
                     "ranks read the same shard.",
                     rank=rank,
-                    sampler_rank=e.get("sampler_rank"),
+                    sampler_rank=e.sampler_rank,
                     local_rank=given.local_rank,
-                    where=run.where(e.get("line")),
+                    where=run.where(e.line),
                     **job,
                 ),
                 rank=rank,
-                line=e.get("line"),
+                line=e.line,
             )
     if saves:
         return passed(

@@ -9,10 +9,16 @@ from grader.checks.base import (
     RunView,
     check,
     failed,
-    first_optimizer_steps,
     passed,
 )
-from grader.events import ConsolidateEnter, ConsolidateExit, OptimizerState, ZeroInit, ZeroStateDict
+from grader.events import (
+    ConsolidateEnter,
+    ConsolidateExit,
+    OptimizerState,
+    Step,
+    ZeroInit,
+    ZeroStateDict,
+)
 from grader.i18n import Message, msg
 
 
@@ -43,8 +49,7 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
     inits = {rank: e for rank, e in run.typed(ZeroInit)}
     missing = [r.rank for r in run.ranks if r.rank not in inits]
     if missing:
-        # Raw reads: the `step` event's fields are declared in another section of grader.events.
-        used = [e.get("optimizer") for _, e in run.events("step") if e.get("optimizer")]
+        used = [e.optimizer for _, e in run.typed(Step) if e.optimizer]
         also = (
             msg("zero.trained_with", " (it trained with {optimizer})", optimizer=used[0])
             if used
@@ -66,7 +71,7 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
                 also=also,
             )
         return failed(text, rank=missing[0])
-    idle = [r.rank for r in run.ranks if not first_optimizer_steps(r.events)]
+    idle = [r.rank for r in run.ranks if not r.typed(Step)]
     if idle:
         if len(idle) == 1:
             text = msg(
@@ -83,10 +88,11 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
     for r in run.ranks:
         # Which optimizer stepped the parameters: a ZeroRedundancyOptimizer that only exists
         # shards nothing, and the state it consolidates is empty.
-        stepped = [e for e in r.of("step") if e.get("n") == 1]
-        if not any(e.get("optimizer") == "ZeroRedundancyOptimizer" for e in stepped):
+        stepped = [e for e in r.typed(Step) if e.n == 1]
+        if not any(e.optimizer == "ZeroRedundancyOptimizer" for e in stepped):
             made = inits[r.rank]
-            other = stepped[0] if stepped else {}
+            other = stepped[0] if stepped else None
+            line = other.line if other else None
             return failed(
                 msg(
                     "zero.plain_stepped",
@@ -96,11 +102,12 @@ def zero_optimizer(run: RunView, params: dict[str, Any]) -> Outcome:
                     "ZeroRedundancyOptimizer holds stays empty.",
                     rank=r.rank,
                     made=run.where(made.line),
-                    optimizer=other.get("optimizer", msg("zero.an_optimizer", "optimizer")),
-                    stepped=run.where(other.get("line")),
+                    optimizer=(other.optimizer if other else None)
+                    or msg("zero.an_optimizer", "optimizer"),
+                    stepped=run.where(line),
                 ),
                 rank=r.rank,
-                line=other.get("line"),
+                line=line,
             )
     e = inits[0]
     return passed(

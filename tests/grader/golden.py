@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grader.api import grade
+from grader.checks.base import all_checks
 from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import graded_exercises, load_spec
 from grader.i18n import catalog
@@ -28,10 +29,11 @@ HERE = Path(__file__).parent
 TEST_LIMITS = {"pg_timeout_seconds": 10, "wall_seconds": 120}
 # Check ids (by prefix) whose every message is written with grader.i18n.msg, so a graded Result
 # carries its message_id and renders in the viewer's language: a plain English string from one of
-# them fails every golden case that shows it. Widen it as check modules are converted; once all
-# are, make it every check. Not yet: run.completed (after a torchrun restart, grader/checks/
-# elastic.py rewrites its message in English).
-TRANSLATED_CHECKS: tuple[str, ...] = ("ckpt.", "dist.", "device.", "sampler.")
+# them fails every golden case that shows it. Every check's prefix: all of them speak through msg
+# (run.completed too, also when grader/checks/elastic.py rewrites it after a torchrun restart).
+TRANSLATED_CHECKS: tuple[str, ...] = tuple(
+    sorted({check_id.split(".", 1)[0] + "." for check_id in all_checks()})
+)
 
 
 class Expected(BaseModel):

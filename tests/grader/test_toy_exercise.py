@@ -43,19 +43,30 @@ def install(tracer: Tracer) -> None:
 CHECK = '''
 """Every rank computes n! (the toy exercise of tests/grader/test_toy_exercise.py)."""
 
+import dataclasses
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text
+from grader.events import Event
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Factorial(Event):
+    """The toy hook's record: a math.factorial call."""
+
+    KIND = "{name}"
+    n: int | None = None
+    line: int | None = None
 
 
 @check("{name}.factorial", title="Every rank computes n!", hint="Call math.factorial everywhere.")
 def factorial(run: RunView, params: dict[str, Any]) -> Outcome:
     n = params.get("n", 5)
-    missing = [r.rank for r in run.ranks if not any(e.get("n") == n for e in r.of("{name}"))]
+    missing = [r.rank for r in run.ranks if not any(e.n == n for e in r.typed(Factorial))]
     if missing:
         return failed(f"{{ranks_text(missing)}} never computed factorial({{n}}).", rank=missing[0])
-    first = run.ranks[0].first("{name}") or {{}}
-    return passed(f"Every rank computed factorial({{n}}) {{run.where(first.get('line'))}}.")
+    first = run.ranks[0].first_typed(Factorial)
+    return passed(f"Every rank computed factorial({{n}}) {{run.where(first and first.line)}}.")
 '''
 
 LESSON = """

@@ -193,3 +193,28 @@ def test_the_launch_env_record_names_every_variable_the_hook_reads() -> None:
     assert own == {name.lower() for name in LAUNCH_VARS}
     record = LaunchEnv(rank="1", group_rank="0")
     assert LaunchEnv.parse({"kind": "launch_env", **record.data()}) == record
+
+
+def test_a_failure_after_a_restart_keeps_the_id_of_a_reason_that_opens_with_a_parameter() -> None:
+    """run.completed's "{failure} Then {ranks} failed too.", lower-cased after a colon: the
+    change falls inside the `failure` parameter, which is edited, so every part stays translated."""
+
+    def crash(rank: int) -> list[dict[str, Any]]:
+        raised = attempt("exception", 1, type="ValueError", message="boom", line=7, t=float(rank))
+        return [attempt("start", 1), raised, attempt("end", 1, status="exception")]
+
+    faulted = {
+        0: [attempt("start", 0), *crash(0)],
+        1: [attempt("start", 0), attempt("fault", 0, rank=1, after_steps=3), *crash(1)],
+    }
+    out = judge("run.completed", run_of(faulted))
+    assert out.status == "fail"
+    assert out.message == (
+        "In attempt 2, after torchrun restarted the ranks once: rank 0 failed first, at line 7: "
+        "ValueError: boom. Then rank 1 failed too (usually a consequence: their peer was gone)."
+    )
+    message_id, params = message_fields(out.message)
+    assert message_id == "elastic.failed_in_attempt"
+    assert params["reason"]["id"] == "run.then_failed"
+    assert params["reason"]["params"]["failure"]["en"].startswith("rank 0 failed first")
+    assert_translated("run.completed", out, "ValueError: boom")
