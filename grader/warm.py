@@ -84,7 +84,7 @@ class WarmKey:
     env: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, req: SandboxRequest) -> WarmKey:
+    def for_request(cls, req: SandboxRequest) -> WarmKey:
         fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
         env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
         return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env)
@@ -283,7 +283,7 @@ def run_warm(
     pool = get_pool()
     if pool is None:
         return None
-    key = WarmKey.of(req)
+    key = WarmKey.for_request(req)
     sandbox = pool.acquire(key)
     if sandbox is None:
         return None
@@ -302,4 +302,4 @@ def prewarm(req_like: SandboxRequest) -> None:
     """Start warming sandboxes for launches like `req_like` (a worker at start-up)."""
     pool = get_pool()
     if pool is not None:
-        pool.want(WarmKey.of(req_like))
+        pool.want(WarmKey.for_request(req_like))

@@ -35,11 +35,13 @@ def test_launches_that_differ_only_in_what_a_job_sets_late_share_a_sandbox(
     a = request(tmp_path, wall_seconds=30, output_bytes_per_rank=4096)
     b = request(tmp_path, wall_seconds=90)
     b.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    assert warm.WarmKey.of(a) == warm.WarmKey.of(b)
+    assert warm.WarmKey.for_request(a) == warm.WarmKey.for_request(b)
     # What a sandbox is started with (its tmpfs, rlimits, cgroup) does split the pool.
-    assert warm.WarmKey.of(a) != warm.WarmKey.of(request(tmp_path, disk_mb=64))
-    assert warm.WarmKey.of(a) != warm.WarmKey.of(request(tmp_path, memory_mb=1536))
-    assert warm.WarmKey.of(a).limits_for_start().disk_mb == Limits().disk_mb
+    assert warm.WarmKey.for_request(a) != warm.WarmKey.for_request(request(tmp_path, disk_mb=64))
+    assert warm.WarmKey.for_request(a) != warm.WarmKey.for_request(
+        request(tmp_path, memory_mb=1536)
+    )
+    assert warm.WarmKey.for_request(a).limits_for_start().disk_mb == Limits().disk_mb
 
 
 def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
