@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio.to_thread
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.auth import account_pages
 from app.auth import pages as auth_pages
@@ -33,6 +33,7 @@ from app.health import routes as health_routes
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
 from app.security_headers import SecurityHeaders, csp_context
+from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
 from app.web import routes as web_routes
@@ -99,11 +100,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_context_processor(csp_context)
 
     app.mount("/static", Assets(directory=REPO_ROOT / "static"), name="static")
-    app.include_router(content_routes.api_router, prefix=API_PREFIX)
-    app.include_router(auth_routes.api_router, prefix=API_PREFIX)
-    app.include_router(learning_routes.api_router, prefix=API_PREFIX)
-    app.include_router(submission_routes.api_router, prefix=API_PREFIX)
-    app.include_router(coach_routes.api_router, prefix=API_PREFIX)
+    one_value = [Depends(single_valued_query)]
+    app.include_router(content_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(auth_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(learning_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(submission_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(coach_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(web_routes.router)
     app.include_router(coach_pages.router)
     app.include_router(auth_pages.router)

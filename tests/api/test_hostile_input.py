@@ -221,3 +221,21 @@ def test_a_nul_in_the_sign_up_form_gets_a_page_not_a_500(client: TestClient) -> 
     )
     assert response.status_code == 422
     assert response.headers["content-type"].startswith("text/html")
+
+
+def test_a_query_parameter_given_twice_is_refused_not_read_as_its_last_value(
+    client: TestClient,
+) -> None:
+    """Schemathesis found `GET /api/v1/coach/history?lesson_id=x&lesson_id=y` answered 200."""
+    auth = register_and_sign_in(client)
+    one = client.get("/api/v1/coach/history?lesson_id=ddp-fundamentals", headers=auth)
+    assert one.status_code == 200, one.text
+    for path in (
+        "/api/v1/coach/history?lesson_id=a&lesson_id=b",
+        "/api/v1/submissions?limit=5&limit=6",
+        "/api/v1/content/schema/lesson?locale=en&locale=tr",
+    ):
+        response = client.get(path, headers=auth)
+        assert response.status_code == 422, (path, response.text)
+        body = response.json()
+        assert body["code"] == "invalid_request" and "given more than once" in body["message"]
