@@ -137,16 +137,15 @@ class DockerSandbox:
             disk_mb=req.limits.disk_mb,
             labels={**labels, LABEL_ROLE: "work"},
         )
-        try:
-            work.__enter__()
-            work.copy_in(req.workdir)
-        except Exception as exc:
-            work.__exit__()
-            raise SandboxUnavailable(f"could not prepare the sandbox's work dir: {exc}") from exc
-        try:
+        with contextlib.ExitStack() as stack:  # the volume and its holder go on every path
+            try:
+                stack.enter_context(work)
+                work.copy_in(req.workdir)
+            except Exception as exc:
+                raise SandboxUnavailable(
+                    f"could not prepare the sandbox's work dir: {exc}"
+                ) from exc
             return self._run_in(client, req, work, on_output)
-        finally:
-            work.__exit__()
 
     def _run_in(
         self, client: Any, req: SandboxRequest, work: WorkVolume, on_output: OutputCallback | None

@@ -3,7 +3,6 @@ writes parses back into the same typed record the checks read."""
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from pathlib import Path
 
@@ -13,25 +12,9 @@ from grader.checks.base import RankView, first_optimizer
 from grader.events import Fatal, Fault, Load, Rename, Replay, Save, SavedStateDict, Step
 from grader.harness.hooks.ckpt import analyze
 from grader.harness.hooks.optim import fault_event
-from grader.harness.tracer import Tracer
 from grader.supervisor import _read_dumps
-
-
-def _tracer(tmp_path: Path) -> Tracer:
-    return Tracer(
-        tmp_path,
-        rank=0,
-        local_rank=0,
-        world_size=1,
-        attempt=0,
-        learner_file=str(tmp_path / "main.py"),
-        settings={},
-    )
-
-
-def _records(tmp_path: Path) -> list[dict[str, object]]:
-    lines = (tmp_path / "rank-0-a0.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+from tests.grader.test_harness_errors import _events as _records
+from tests.grader.test_harness_errors import _tracer
 
 
 def test_a_saved_snapshot_is_written_and_read_back_typed(tmp_path: Path) -> None:
