@@ -39,7 +39,7 @@ from grader.i18n import (
     message_fields,
     msg,
 )
-from grader.launcher import Launch, plan_launches, run_launch
+from grader.launcher import Launch, plan_launches, prewarm_for, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 from grader.stages import launch_event, not_judged_without_distribution
 
@@ -97,6 +97,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
     launches = plan_launches(job.spec)
+    prewarm_for(job.spec, sandbox.name)
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
@@ -170,6 +171,8 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             backend=_backend(view, launch),
             device=launch.device,
             sandbox=sandbox.name,
+            warm_launches=sum(1 for v in views if v.warm),
+            spare_ranks=sum(v.spare_ranks for v in views),
         ),
         checks=checks,
         ranks=[_rank_result(r) for r in view.ranks],

@@ -140,6 +140,10 @@ class LaunchInfo(BaseModel):
     backend: str
     device: str
     sandbox: str
+    # Of this grading's launches: how many ran in a pre-started (warm) sandbox, and how many of
+    # their ranks a pre-imported interpreter served (grader.warm, grader.spares).
+    warm_launches: int = 0
+    spare_ranks: int = 0
 
 
 class Timings(BaseModel):

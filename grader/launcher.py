@@ -213,12 +213,13 @@ def run_launch(
                     )
                 )
 
-        outcome = run_warm(request, config_name, on_output) if warm else None
+        outcome = run_warm(request, config_name, on_output, spare_ranks(launch)) if warm else None
         if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
             outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
         view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
+        view.warm = outcome.warm
         return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
@@ -286,15 +287,27 @@ def _view(
     ]
     view.timed_out = bool(report.get("timed_out"))
     view.checkpoints = report.get("checkpoints") or {}
+    view.spare_ranks = int(report.get("spare_ranks") or 0)
     return view
 
 
-def prewarm_for(spec: ExerciseSpec) -> None:
-    """Start warming bwrap sandboxes for the launches of `spec` (a worker at start-up)."""
-    if not warm_pool_enabled():
+def spare_ranks(launch: Launch) -> int:
+    """Spare rank interpreters a warm sandbox starts for `launch` (grader.spares): one per rank
+    of a single-node launch; none where the ranks are forked or a simulated node's own agent
+    starts them."""
+    return launch.world_size if launch.nnodes == 1 and not fork_ranks() else 0
+
+
+def prewarm_for(spec: ExerciseSpec, sandbox: str = "bwrap") -> None:
+    """Warm bwrap sandboxes for every launch of `spec`, in order: a worker at start-up, and each
+    grading as it begins (the pool then readies the next launches while one runs)."""
+    if sandbox != "bwrap" or not warm_pool_enabled():
         return
-    launch = plan_launches(spec)[0]
-    env = _env(Path("/nonexistent"), "bwrap", launch, spec.launch.max_restarts)
-    prewarm(
-        SandboxRequest(workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus)
-    )
+    plan = []
+    for launch in plan_launches(spec):
+        env = _env(Path("/nonexistent"), "bwrap", launch, spec.launch.max_restarts)
+        req = SandboxRequest(
+            workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
+        )
+        plan.append((req, spare_ranks(launch)))
+    prewarm(plan)

@@ -28,6 +28,8 @@ from typing import Any
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.ranklogs import OutputTailer, read_traces
+from grader.spares import READY_WAIT_S, Spares, rank_command
+from grader.spares import install as install_spares
 
 FRAME = "\x1eRDV:"
 READY = "\x1eRDV-READY"
@@ -50,8 +52,9 @@ class Frames:
 
 
 class Supervisor:
-    def __init__(self, cfg: dict[str, Any]) -> None:
+    def __init__(self, cfg: dict[str, Any], spares: Spares | None = None) -> None:
         self.cfg = cfg
+        self.spares = spares
         self.frames = Frames(cfg["nonce"])
         self.trace_dir = Path(tempfile.mkdtemp(prefix=".rdv-"))
         self.log_dir = self.trace_dir / "logs"
@@ -92,7 +95,7 @@ class Supervisor:
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
         cfg = self.cfg
-        args = ["-u", "-m", "grader.harness", "main.py", *cfg.get("script_args", [])]
+        args = [*rank_command(sys.executable)[1:], *cfg.get("script_args", [])]
         if int(cfg.get("nnodes", 1)) > 1:  # a simulated multi-node job
             from grader.multinode import launch_nodes
 
@@ -231,6 +234,7 @@ class Supervisor:
             "ranks": ranks,
             "checkpoints": checkpoints,
             "duration_s": time.monotonic() - self.started,
+            "spare_ranks": self.spares.served if self.spares is not None else 0,
         }
 
 
@@ -338,20 +342,47 @@ def _make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
+def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int]:
+    """(config path, or None with --wait), --wait seconds, --spares count."""
+    config, wait, spares = None, None, 0
+    for arg in argv:
+        if arg.startswith("--wait="):
+            wait = float(arg.split("=", 1)[1])
+        elif arg.startswith("--spares="):
+            spares = max(0, int(arg.split("=", 1)[1]))
+        elif not arg.startswith("-") and config is None:
+            config = Path(arg)
+        else:
+            raise ValueError(arg)
+    if (config is None) == (wait is None):
+        raise ValueError("give a config file or --wait")
+    return config, wait, spares
+
+
 def main(argv: list[str]) -> int:
     _make_undumpable()
-    if len(argv) == 1 and argv[0].startswith("--wait="):
-        preload()
-        print(READY, flush=True)
-        found = wait_for_config(float(argv[0].split("=", 1)[1]))
-        if found is None:
-            return 0
-        path = found
-    elif len(argv) == 1:
-        path = Path(argv[0])
-    else:
-        print("usage: python -m grader.supervisor CONFIG.json | --wait=SECONDS", file=sys.stderr)
+    try:
+        path, wait, spare_count = parse_args(argv)
+    except ValueError:
+        print(
+            "usage: python -m grader.supervisor CONFIG.json | --wait=SECONDS [--spares=N]",
+            file=sys.stderr,
+        )
         return 2
+    spares: Spares | None = None
+    if wait is not None:
+        if spare_count:  # their imports run beside ours
+            spares = Spares(rank_command(sys.executable))
+            spares.start(spare_count)
+        preload()
+        if spares is not None:
+            for spare in list(spares.idle):
+                spare.wait_ready(READY_WAIT_S)
+        print(READY, flush=True)
+        path = wait_for_config(wait)
+        if path is None:
+            return 0
+    assert path is not None
     cfg = json.loads(path.read_text())
     path.unlink()
     # A warm supervisor started before its job: the job's own variables come with the config
@@ -359,7 +390,17 @@ def main(argv: list[str]) -> int:
     os.environ.update(cfg.get("env", {}))
     for name in cfg.get("env_unset", []):
         os.environ.pop(name, None)
-    Supervisor(cfg).run()
+    if spares is not None:
+        if int(cfg.get("nnodes", 1)) == 1 and not cfg.get("fork"):
+            spares.for_job(int(cfg["world_size"]), int(cfg.get("max_restarts", 0)))
+            install_spares(spares)
+        else:
+            spares.close()
+    try:
+        Supervisor(cfg, spares).run()
+    finally:
+        if spares is not None:
+            spares.close()
     return 0
 
 

@@ -82,12 +82,13 @@ class WarmKey:
     limits: str
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
+    ranks: int = 0  # spare rank interpreters started with the supervisor (grader.spares)
 
     @classmethod
-    def for_request(cls, req: SandboxRequest) -> WarmKey:
+    def for_request(cls, req: SandboxRequest, ranks: int = 0) -> WarmKey:
         fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
         env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
-        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env)
+        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, ranks)
 
     def limits_for_start(self) -> Limits:
         return Limits(**json.loads(self.limits))
@@ -110,8 +111,11 @@ class WarmPool:
         self.cond = threading.Condition()
         self.idle: list[tuple[WarmKey, WarmBwrap]] = []
         self.starting: WarmKey | None = None
-        self.target: WarmKey | None = None
+        # The launches this process is making, in order (one grading's plan): the pool keeps the
+        # next `size` of them ready, cycling.
+        self.plan: list[WarmKey] = []
         self.requested: WarmKey | None = None
+        self.busy = 0  # launches running in a sandbox of this pool
         self.closed = False
         self.stats = PoolStats()
         self.backoff_until = 0.0
@@ -119,18 +123,18 @@ class WarmPool:
         self.thread.start()
 
     # -- the launches' side ---------------------------------------------------------------
-    def want(self, key: WarmKey) -> None:
-        """Keep sandboxes of `key` ready (the key of the launches this process is making)."""
+    def want(self, keys: list[WarmKey]) -> None:
+        """Keep sandboxes ready for these launches (a grading's, in the order it makes them)."""
         with self.cond:
-            if self.target != key:
-                self.target = key
+            if keys and keys != self.plan:
+                self.plan = list(keys)
                 self.cond.notify_all()
 
     def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmBwrap | None:
         deadline = time.monotonic() + wait_s
         with self.cond:
-            if self.target != key:
-                self.target = key
+            if key not in self.plan:
+                self.plan = [key]
             self.requested = key
             self.cond.notify_all()
             while not self.closed:
@@ -138,6 +142,9 @@ class WarmPool:
                     if k == key and sandbox.ready() and sandbox.expires_in() > EXPIRY_MARGIN_S:
                         del self.idle[i]
                         self.stats.served += 1
+                        self.busy += 1
+                        if self.requested == key:
+                            self.requested = None
                         self.cond.notify_all()
                         return sandbox
                 # One of `key` is starting, or the refill thread is about to start one.
@@ -150,8 +157,26 @@ class WarmPool:
                 if not pending or left <= 0:
                     break
                 self.cond.wait(min(left, 0.2))
+            if self.requested == key:
+                self.requested = None
             self.stats.cold += 1
             return None
+
+    def release(self) -> None:
+        """A launch that acquired a sandbox is over."""
+        with self.cond:
+            self.busy = max(0, self.busy - 1)
+            self.cond.notify_all()
+
+    def wait_idle_ready(self, timeout_s: float) -> bool:
+        """Wait until the pool holds `size` ready sandboxes of its plan (benchmarks, tests)."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while time.monotonic() < deadline and not self.closed:
+                if self.plan and not self._missing() and all(s.ready() for _k, s in self.idle):
+                    return True
+                self.cond.wait(0.2)
+        return False
 
     def close(self) -> None:
         with self.cond:
@@ -172,6 +197,54 @@ class WarmPool:
             return [s.proc.pid for _k, s in self.idle if s.proc is not None and s.alive()]
 
     # -- the refill thread (it also owns every sandbox's bwrap: --die-with-parent) ---------
+    def _desired(self) -> list[WarmKey]:
+        """The keys the idle pool should hold: the plan's next `size` launches, cycling."""
+        if not self.plan:
+            return []
+        return [self.plan[i % len(self.plan)] for i in range(self.size)]
+
+    def _missing(self) -> list[WarmKey]:
+        """Desired keys the idle pool lacks, in plan order."""
+        have = [k for k, _s in self.idle]
+        missing = []
+        for key in self._desired():
+            if key in have:
+                have.remove(key)
+            else:
+                missing.append(key)
+        return missing
+
+    def _next_key(self) -> tuple[WarmKey | None, list[WarmBwrap]]:
+        """The key to start a sandbox for now (None: none), and idle sandboxes to drop for its
+        room. A launch waiting comes first; else the plan, but on a small machine not while a
+        launch runs (starting a sandbox takes cores from it)."""
+        stale: list[WarmBwrap] = []
+        if self.requested is not None:
+            key: WarmKey | None = self.requested
+        elif self.busy and (os.cpu_count() or 1) < MIN_CORES_FOR_DEFAULT:
+            return None, stale
+        else:
+            missing = self._missing()
+            key = missing[0] if missing else None
+        if key is None or time.monotonic() < self.backoff_until:
+            return None, stale
+        # Room for it: drop idle ones the plan does not want (or holds too many of).
+        surplus = [k for k, _s in self.idle]
+        for wanted in self._desired():
+            if wanted in surplus:
+                surplus.remove(wanted)
+        while len(self.idle) >= self.size:
+            victim = next((i for i, (k, _s) in enumerate(self.idle) if k in surplus), None)
+            if victim is None and key == self.requested:
+                victim = next((i for i, (k, _s) in enumerate(self.idle) if k != key), None)
+            if victim is None:
+                return None, stale
+            victim_key, sandbox = self.idle.pop(victim)
+            if victim_key in surplus:
+                surplus.remove(victim_key)
+            stale.append(sandbox)
+        return key, stale
+
     def _refill(self) -> None:
         while True:
             with self.cond:
@@ -179,27 +252,16 @@ class WarmPool:
                 if self.closed:
                     return
                 stale = self._prune()
-                key = self.target
-                need = (
-                    key is not None
-                    and time.monotonic() >= self.backoff_until
-                    and sum(1 for k, _s in self.idle if k == key) < self.size
-                )
-                if need and key is not None:
-                    # Room for the target's sandbox: drop idle ones of other keys first.
-                    while len(self.idle) >= self.size:
-                        for i, (k, _s) in enumerate(self.idle):
-                            if k != key:
-                                stale.append(self.idle.pop(i)[1])
-                                break
-                        else:
-                            break
+                key, dropped = self._next_key()
+                stale += dropped
+                if key is not None:
                     self.starting = key
-                self.requested = None
+                    if self.requested == key:
+                        self.requested = None
             for sandbox in stale:
                 with contextlib.suppress(Exception):
                     sandbox.destroy()
-            if need and key is not None:
+            if key is not None:
                 self._start_one(key)
 
     def _prune(self) -> list[WarmBwrap]:
@@ -218,7 +280,12 @@ class WarmPool:
 
     def _start_one(self, key: WarmKey) -> None:
         sandbox = WarmBwrap(
-            key.limits_for_start(), list(key.gpus), dict(key.env), self.idle_s, self.bwrap
+            key.limits_for_start(),
+            list(key.gpus),
+            dict(key.env),
+            self.idle_s,
+            self.bwrap,
+            spares=key.ranks,
         )
         try:
             sandbox.start()
@@ -277,20 +344,21 @@ def close_pool() -> None:
 
 
 def run_warm(
-    req: SandboxRequest, config_name: str, on_output: OutputCallback | None
+    req: SandboxRequest, config_name: str, on_output: OutputCallback | None, ranks: int = 0
 ) -> SandboxOutcome | None:
-    """Run the supervisor launch `req` in a warm sandbox; None: none could take it (cold)."""
+    """Run the supervisor launch `req` in a warm sandbox (with `ranks` spare rank interpreters);
+    None: none could take it (the caller starts a cold one)."""
     pool = get_pool()
     if pool is None:
         return None
-    key = WarmKey.for_request(req)
-    sandbox = pool.acquire(key)
+    sandbox = pool.acquire(WarmKey.for_request(req, ranks))
     if sandbox is None:
         return None
     try:
         outcome = sandbox.run(req, config_name, on_output)
     finally:
         sandbox.destroy()
+        pool.release()
     if outcome is None:
         with pool.cond:
             pool.stats.served -= 1
@@ -298,8 +366,8 @@ def run_warm(
     return outcome
 
 
-def prewarm(req_like: SandboxRequest) -> None:
-    """Start warming sandboxes for launches like `req_like` (a worker at start-up)."""
+def prewarm(plan: list[tuple[SandboxRequest, int]]) -> None:
+    """Start warming sandboxes for these launches, (request, spare ranks) each, in order."""
     pool = get_pool()
     if pool is not None:
-        pool.want(WarmKey.for_request(req_like))
+        pool.want([WarmKey.for_request(req, ranks) for req, ranks in plan])

@@ -143,6 +143,9 @@ class RunView:
     reference: RunView | None = None
     # The other judged launches of the same submission (other world sizes).
     siblings: list[RunView] = field(default_factory=list)
+    # How it ran: in a pre-started sandbox, and with how many ranks a spare interpreter served.
+    warm: bool = False
+    spare_ranks: int = 0
 
     def typed(self, kind: type[E]) -> list[tuple[int, E]]:
         """(rank, record) of one kind (`grader.events`) over every rank, typed."""

@@ -79,6 +79,7 @@ class SandboxOutcome:
     output_truncated: bool = False
     # Platform notes (e.g. "cgroup memory limit unavailable"), never learner-facing.
     warnings: list[str] = field(default_factory=list)
+    warm: bool = False  # a pre-started sandbox of the warm pool ran it
 
 
 OutputCallback = Callable[[str], None]

@@ -91,10 +91,17 @@ class WarmBwrap:
     with --die-with-parent, which the kernel ties to the thread that started it."""
 
     def __init__(
-        self, limits: Limits, gpus: list[int], env: dict[str, str], idle_s: float, bwrap: str
+        self,
+        limits: Limits,
+        gpus: list[int],
+        env: dict[str, str],
+        idle_s: float,
+        bwrap: str,
+        *,
+        spares: int = 0,
     ) -> None:
         self.limits, self.gpus, self.env = limits, list(gpus), dict(env)
-        self.idle_s, self.bwrap = idle_s, bwrap
+        self.idle_s, self.bwrap, self.spares = idle_s, bwrap, spares
         self.started = 0.0
         self.user: SandboxUser | None = None
         self.cgroup: JobCgroup | None = None
@@ -141,7 +148,7 @@ class WarmBwrap:
         else:
             data[SECCOMP_KEY] = program
         idle = f"--wait={self.idle_s:.0f}"
-        argv = [sys.executable, "-m", "grader.supervisor", idle]
+        argv = [sys.executable, "-m", "grader.supervisor", idle, f"--spares={self.spares}"]
         with _data_fds(data) as fds:
             plan = BwrapPlan(
                 workdir_host=str(self.stage.path),
@@ -262,6 +269,7 @@ class WarmBwrap:
             sandbox="bwrap",
             output_truncated=cap.truncated,
             warnings=list(self.warnings),
+            warm=True,
         )
 
     # -- teardown -------------------------------------------------------------------------

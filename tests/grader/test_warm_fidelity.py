@@ -2,13 +2,15 @@
 
 `fidelity/probe.py` prints what a rank can see of its own process (argv, __main__, environment,
 cwd, limits, descriptors, signal handlers and mask, threads, generators, hash seed...). It is graded
-cold (RDV_WARM_POOL=0) and warm, and the two must agree on everything that is not drawn afresh per
-run; what is drawn per process (generator states, the str hash seed) must differ between ranks.
+cold (RDV_WARM_POOL=0) and warm, where every rank is a spare interpreter the sandbox started
+ahead (grader.spares), and the two must agree on everything that is not drawn afresh per run;
+what is drawn per process (generator states, the str hash seed) must differ between ranks.
 
 Forked ranks (RDV_FORK_RANKS=1, opt-in) are made to look spawned (handlers, dumpable flag,
 generators) but keep the supervisor's descriptors and share one str hash seed:
 `fidelity/set_order.py` registers its layers in the order of a set of names, which DDP rejects
-when ranks spawned by torchrun disagree. That is why warm sandboxes spawn their ranks by default.
+when ranks spawned by torchrun disagree. Spares are fresh interpreters: they disagree as spawned
+ranks do.
 """
 
 from __future__ import annotations
@@ -53,8 +55,13 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
     pool_before = warm.get_pool()
     try:
         result = grade(job, sandbox="bwrap")
+        assert result.launch is not None, result.summary
         if pool:
             assert pool_before is not None and pool_before.stats.served == 1, pool_before
+            assert result.launch.warm_launches == 1
+            assert result.launch.spare_ranks == (0 if fork else 2)
+        else:
+            assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0)
         return result
     finally:
         warm.close_pool()

@@ -1,0 +1,74 @@
+"""The spare's side of grader.spares: import ahead, wait for a rank, become it.
+
+`python -m grader.harness main.py` started with RDV_SPARE_FD set is a spare. It imports what a
+rank imports before the learner's code runs (torch, through the harness's hooks), says it is ready
+and waits. The rank arrives as torch's agent would have started it: its argv, its environment (the
+whole of it: the spare's own is cleared), its cwd and its stdout/stderr. From there the spare is
+that rank, run by the same code as a spawned one (grader.harness.__main__.main). What differs from
+a spawned rank and no program reads: /proc/self/environ (the environment the process began with)
+and the process's start time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pkgutil
+import socket
+import sys
+
+from grader.spares import READY_BYTE, SPARE_FD_ENV
+
+
+def preload() -> None:
+    """What `install_all` imports in every rank (torch among it), without installing anything."""
+    import grader.harness.hooks as hooks
+
+    for info in pkgutil.iter_modules(hooks.__path__):
+        if not info.name.startswith("_"):
+            try:
+                importlib.import_module(f"{hooks.__name__}.{info.name}")
+            except Exception:  # the rank's own install_all records it
+                continue
+
+
+def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
+    while len(got) < size:
+        chunk = sock.recv(size - len(got))
+        if not chunk:
+            raise EOFError("the supervisor closed the socket")
+        got += chunk
+    return got
+
+
+def become_rank() -> list[str] | None:
+    """Wait for this spare's rank and take it over; the rank's harness argv (main.py and the
+    program's arguments), or None when the supervisor let the spare go unused."""
+    fd = int(os.environ.pop(SPARE_FD_ENV))
+    preload()
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.sendall(READY_BYTE)
+        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 2)
+        if not head:
+            return None
+        head = _recv_exactly(sock, 8, head)
+        message = json.loads(_recv_exactly(sock, int.from_bytes(head, "big")))
+    except (OSError, EOFError, ValueError):
+        return None
+    finally:
+        sock.close()
+    if len(fds) != 2:
+        return None
+    out, err = fds
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    os.chdir(message["cwd"])
+    os.environ.clear()
+    os.environ.update(message["env"])
+    argv: list[str] = message["argv"]
+    sys.orig_argv[:] = argv
+    return argv[argv.index("grader.harness") + 1 :]
