@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from grader import warm
 from grader.checks.base import Outcome, RankView, RunView, get_check
 from grader.checks.sampler import sampler_artifact
 from grader.contract import (
@@ -53,7 +54,8 @@ def grade(job: Job, *, on_event: EventSink | None = None, sandbox: str | None = 
     started = time.monotonic()
     emit = _safe(on_event)
     try:
-        result = _grade(job, emit, sandbox, started)
+        with warm.grading():
+            result = _grade(job, emit, sandbox, started)
     except Exception as exc:
         log.exception("grading %s failed", job.submission_id)
         result = Result.platform_error(

@@ -21,6 +21,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grader.contract import Limits
@@ -364,6 +365,22 @@ def run_warm(
             pool.stats.served -= 1
             pool.stats.cold += 1
     return outcome
+
+
+@contextlib.contextmanager
+def grading() -> Iterator[None]:
+    """Around one grading's launches: on a small machine the pool refills after it, not between
+    its launches (a refill takes the cores the next launch needs)."""
+    pool = get_pool()
+    if pool is None:
+        yield
+        return
+    with pool.cond:
+        pool.busy += 1
+    try:
+        yield
+    finally:
+        pool.release()
 
 
 def prewarm(plan: list[tuple[SandboxRequest, int]]) -> None:

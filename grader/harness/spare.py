@@ -4,9 +4,12 @@
 rank imports before the learner's code runs (torch, through the harness's hooks), says it is ready
 and waits. The rank arrives as torch's agent would have started it: its argv, its environment (the
 whole of it: the spare's own is cleared), its cwd and its stdout/stderr. From there the spare is
-that rank, run by the same code as a spawned one (grader.harness.__main__.main). What differs from
-a spawned rank and no program reads: /proc/self/environ (the environment the process began with)
-and the process's start time.
+that rank, run by the same code as a spawned one (grader.harness.__main__.main).
+
+What differs from a spawned rank: /proc/self/environ (the environment the process began with),
+the process's start time, and the modules a DDP program imports anyway (AHEAD) are imported before
+the program's first line: a program that sets a TORCHDYNAMO_/TORCHINDUCTOR_ variable in
+os.environ before its first DistributedDataParallel(...) has it read by a spawned rank only.
 """
 
 from __future__ import annotations
@@ -20,10 +23,20 @@ import sys
 
 from grader.spares import READY_BYTE, SPARE_FD_ENV
 
+# Imported by every DDP program on its first DistributedDataParallel(...) (the constructor asks
+# torch._dynamo about compiled DDP): ~800 modules, sympy among them, seconds on a small machine.
+# A spare imports them ahead; the environment they read at import is the sandbox's own, which the
+# program's rank inherits unchanged (tests/grader/test_warm_fidelity.py holds both to it).
+AHEAD = ("torch._dynamo",)
+
 
 def preload() -> None:
-    """What `install_all` imports in every rank (torch among it), without installing anything."""
+    """What `install_all` imports in every rank (torch among it), without installing anything,
+    and what a DDP program imports anyway (AHEAD)."""
     import grader.harness.hooks as hooks
+
+    for name in AHEAD:
+        importlib.import_module(name)
 
     for info in pkgutil.iter_modules(hooks.__path__):
         if not info.name.startswith("_"):

@@ -37,6 +37,8 @@ EXERCISE = "ddp-fundamentals/train"
 # Drawn afresh for every run (a port, a run id and the paths named after them).
 PER_RUN_ENV = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
 PER_PROCESS = ("seed", "numpy", "random", "hash")
+# Imports: compared on their own (a spare may hold more at the program's start: see below).
+IMPORTS = ("start", "after")
 
 
 def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: bool) -> Result:
@@ -48,7 +50,10 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
     warm.close_pool()
     spec = load_spec(EXERCISE)
     spec.launch.world_sizes = [2]
-    spec.limits = spec.limits.model_copy(update={"wall_seconds": 120})
+    # The probe prints every module it holds: room for them.
+    spec.limits = spec.limits.model_copy(
+        update={"wall_seconds": 120, "output_bytes_per_rank": 1 << 20}
+    )
     job = Job(
         exercise=EXERCISE, code=(HERE / name).read_text(), spec=spec, submission_id="fidelity"
     )
@@ -68,18 +73,24 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
 
 
 def probes(result: Result) -> dict[int, dict[str, Any]]:
-    found = {}
+    found: dict[int, dict[str, Any]] = {}
+    modules: dict[tuple[int, str], list[str]] = {}
     for rank in result.ranks:
         for line in rank.output.splitlines():
             if line.startswith("PROBE "):
                 found[rank.rank] = json.loads(line[len("PROBE ") :])
+            elif line.startswith("MODULES "):
+                _, tag, names = line.split(" ", 2)
+                modules.setdefault((rank.rank, tag), []).extend(json.loads(names))
     assert sorted(found) == [0, 1], [r.output[-2000:] for r in result.ranks]
+    for (rank, tag), names in modules.items():
+        found[rank][tag] = names
     return found
 
 
 def comparable(probe: dict[str, Any], *, pipes_allowed: bool = False) -> dict[str, Any]:
     """What must be the same in every run: per-run names normalised, per-process draws out."""
-    out = {k: v for k, v in probe.items() if k not in PER_PROCESS}
+    out = {k: v for k, v in probe.items() if k not in PER_PROCESS + IMPORTS}
     out["env"] = {k: v for k, v in probe["env"].items() if k not in PER_RUN_ENV}
     fds = {
         fd: re.sub(r"\.rdv-[a-z0-9_]+|logs/[^/]+|\[\d+\]", "*", target)
@@ -108,6 +119,12 @@ def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
     hot = probes(grade_file("probe.py", monkeypatch, pool=1, fork=False))
     for rank in (0, 1):
         assert comparable(hot[rank]) == comparable(cold[rank])
+        # At the program's first line a spare holds what a spawned rank holds, and at most what
+        # a spawned rank holds once it wrapped a model in DDP (grader.harness.spare.AHEAD).
+        started, cold_start = set(hot[rank]["start"]), set(cold[rank]["start"])
+        assert cold_start <= started
+        assert started <= set(cold[rank]["after"]), sorted(started - set(cold[rank]["after"]))
+        assert hot[rank]["after"] == cold[rank]["after"]
     assert_drawn_per_process(cold, PER_PROCESS)
     assert_drawn_per_process(hot, PER_PROCESS)
 
