@@ -1,9 +1,10 @@
 """Cold against warm: every golden, red-team and exercise case graded both ways, verdicts compared.
 
-    python -m benchmarks warm_fidelity [--sample=N] [--fork=0] [--only=SUBSTRING]
+    python -m benchmarks warm_fidelity [--sample=N] [--pool=K] [--fork=0] [--only=SUBSTRING]
 
-Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: the pool (ranks spawned,
-or forked with --fork=1). For each case: the status and the failed check ids of both, less the
+Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: a pool of K (default 3)
+pre-started sandboxes whose ranks are spare interpreters (grader.spares), or forked with --fork=1;
+a warm grading that no warm sandbox served counts as a difference. For each case: the status and the failed check ids of both, less the
 ids its expected.json allows to fail either way (`may_also_fail`: a race decides). Prints each
 difference and a summary; exit status 1 when any case differs. `--sample=N` takes every k-th case
 (N in all) for a quicker look; tests/grader/test_warm_fidelity.py grades a few in `make test`.
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
 
     opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
     fork = opts.get("fork", "0")
+    size = opts.get("pool", "3")
     cases = [c for suite in SUITES for c in suite.cases()]
     if "only" in opts:
         cases = [c for c in cases if opts["only"] in f"{c.suite.root.name}/{c.name}"]
@@ -45,25 +47,29 @@ def main(argv: list[str]) -> int:
     for i, case in enumerate(cases, 1):
         allowed = set(case.expected.may_also_fail)
         os.environ[FORK_ENV] = "0"
+        # The pool lives on through the cold grading (it does not refill during one), so the
+        # warm grading of the same exercise finds its sandboxes ready.
         os.environ[warm.POOL_ENV] = "0"
-        warm.close_pool()
         cold = verdict(grade_case(case), allowed)
         os.environ[FORK_ENV] = fork
-        os.environ.pop(warm.POOL_ENV, None)
-        hot = verdict(grade_case(case), allowed)
+        os.environ[warm.POOL_ENV] = size
+        result = grade_case(case)
+        hot = verdict(result, allowed)
+        launch = result.launch
+        served = f"{launch.warm_launches} warm, {launch.spare_ranks} spare ranks" if launch else "-"
         name = f"{case.suite.root.name}/{case.name}"
-        same = cold == hot
+        same = cold == hot and (launch is None or launch.warm_launches > 0)
         if not same:
             differ.append(name)
         print(
             f"[{i}/{len(cases)}] {'same' if same else 'DIFFERS'} {name}: cold {cold[0]} "
-            f"{sorted(cold[1])} | warm {hot[0]} {sorted(hot[1])} "
+            f"{sorted(cold[1])} | warm {hot[0]} {sorted(hot[1])} ({served}) "
             f"(load {os.getloadavg()[0]:.1f})",
             flush=True,
         )
     warm.close_pool()
     print(
-        f"{len(cases)} cases graded cold and warm (ranks {'forked' if fork == '1' else 'spawned'}"
+        f"{len(cases)} cases graded cold and warm (ranks {'forked' if fork == '1' else 'spares'}"
         f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"
         + (f": {differ}" if differ else "")
     )
