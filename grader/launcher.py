@@ -213,7 +213,7 @@ def run_launch(
                     )
                 )
 
-        outcome = run_warm(request, config_name, on_output, spare_ranks(launch)) if warm else None
+        outcome = run_warm(request, config_name, on_output, spares_for(launch)) if warm else None
         if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
             outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
@@ -291,11 +291,13 @@ def _view(
     return view
 
 
-def spare_ranks(launch: Launch) -> int:
-    """Spare rank interpreters a warm sandbox starts for `launch` (grader.spares): one per rank
-    of a single-node launch; none where the ranks are forked or a simulated node's own agent
-    starts them."""
-    return launch.world_size if launch.nnodes == 1 and not fork_ranks() else 0
+def spares_for(launch: Launch) -> tuple[int, int]:
+    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
+    spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
+    ranks where they are forked from the supervisor."""
+    if launch.nnodes > 1:
+        return launch.world_size // launch.nnodes, launch.nnodes
+    return (0 if fork_ranks() else launch.world_size), 1
 
 
 def prewarm_for(spec: ExerciseSpec, sandbox: str = "bwrap") -> None:
@@ -309,5 +311,5 @@ def prewarm_for(spec: ExerciseSpec, sandbox: str = "bwrap") -> None:
         req = SandboxRequest(
             workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
         )
-        plan.append((req, spare_ranks(launch)))
+        plan.append((req, spares_for(launch)))
     prewarm(plan)

@@ -25,7 +25,23 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from grader.spares import (
+    READY_WAIT_S,
+    SPARE_FD_ENV,
+    Spares,
+    hand_over,
+    install,
+    rank_command,
+    ready_and_receive,
+)
+
 JOIN_TIMEOUT_S = 60
+# A node spare (grader.spares) is told how many spare ranks to start for its node.
+SPARE_RANKS_ENV = "RDV_SPARE_RANKS"
+
+
+def node_command(python: str) -> list[str]:
+    return [python, "-m", "grader.multinode"]
 
 
 def free_port() -> int:
@@ -41,8 +57,11 @@ def launch_nodes(
     max_restarts: int,
     log_dir: Path,
     entry_args: list[str],
-) -> tuple[dict[int, int | None], str | None]:
-    """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error)."""
+    node_spares: list[Spares] | None = None,
+) -> tuple[dict[int, int | None], str | None, int]:
+    """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error, ranks
+    spare interpreters served). `node_spares`: per node, agents a warm supervisor started ahead
+    (each with its own spare ranks); a node without one gets a new process."""
     port, run_id = free_port(), uuid.uuid4().hex
     children = []
     for node in range(nnodes):
@@ -60,15 +79,18 @@ def launch_nodes(
         path = log_dir.parent / f".node{node}-{run_id}.json"
         log_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(spec))
-        children.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "grader.multinode", str(path)],
-                stdin=subprocess.DEVNULL,
-                env=node_env(node, nproc_per_node),
-            )
-        )
+        argv = [*node_command(sys.executable), str(path)]
+        env = node_env(node, nproc_per_node)
+        spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
+        if spare is not None and hand_over(spare, argv, env, (1, 2)):
+            children.append(spare.proc)
+        else:
+            if spare is not None:
+                spare.discard()
+            children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env))
     for child in children:
         child.wait()
+    served = 0
     failures: dict[int, int | None] = {}
     errors = []
     for node in range(nnodes):
@@ -77,11 +99,12 @@ def launch_nodes(
         except (OSError, ValueError):
             got = {"error": f"node {node}'s agent left no result"}
         failures.update({int(k): v for k, v in got.get("failures", {}).items()})
+        served += int(got.get("spare_ranks", 0))
         if got.get("error"):
             errors.append(f"node {node}: {got['error']}")
     # An agent whose peer failed first reports its own error; only all-error is a platform fault.
     error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
-    return failures, error
+    return failures, error, served
 
 
 def node_env(node: int, nproc_per_node: int) -> dict[str, str]:
@@ -156,11 +179,57 @@ def run_node(spec: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def start_node_spares(nnodes: int, nproc_per_node: int) -> list[Spares]:
+    """A warm supervisor's agents for a job of `nnodes` nodes, one per node, each in its node's
+    environment with `nproc_per_node` spare ranks of its own (started in that environment)."""
+    found = []
+    for node in range(nnodes):
+        spares = Spares(node_command(sys.executable))
+        env = {**node_env(node, nproc_per_node), SPARE_RANKS_ENV: str(nproc_per_node)}
+        spares.start(1, env)
+        found.append(spares)
+    return found
+
+
+def _spare_node() -> tuple[list[str] | None, Spares | None]:
+    """A node spare: start our own spare ranks, import the launcher, wait to become a node."""
+    count = int(os.environ.pop(SPARE_RANKS_ENV, "0"))
+    ranks = Spares(rank_command(sys.executable)) if count else None
+    if ranks is not None:
+        ranks.start(count)
+    import torch.distributed.launcher.api  # noqa: F401
+
+    if ranks is not None:
+        for spare in list(ranks.idle):
+            spare.wait_ready(READY_WAIT_S)
+    argv = ready_and_receive()
+    if argv is None:
+        if ranks is not None:
+            ranks.close()
+        return None, None
+    return argv[argv.index("grader.multinode") + 1 :], ranks
+
+
 def main(argv: list[str]) -> int:
+    ranks: Spares | None = None
+    if SPARE_FD_ENV in os.environ:
+        taken, ranks = _spare_node()
+        if taken is None:
+            return 0
+        argv = taken
     path = Path(argv[0])
     spec = json.loads(path.read_text())
     path.unlink()
-    result = run_node(spec)
+    if ranks is not None:
+        ranks.for_job(int(spec["nproc_per_node"]), int(spec["max_restarts"]))
+        install(ranks)
+    try:
+        result = run_node(spec)
+    finally:
+        if ranks is not None:
+            ranks.close()
+    if ranks is not None:
+        result["spare_ranks"] = ranks.served
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,19 +80,20 @@ class Spares:
         self.served = 0
         self.refill = 0  # replacements to start as spares are taken (restarts of this job)
 
-    def start(self, count: int) -> None:
+    def start(self, count: int, env: dict[str, str] | None = None) -> None:
+        """Start `count` spares, in `env` (default: ours)."""
         for _ in range(count):
-            spare = self._spawn()
+            spare = self._spawn(os.environ if env is None else env)
             if spare is not None:
                 with self.lock:
                     self.idle.append(spare)
 
-    def _spawn(self) -> Spare | None:
+    def _spawn(self, env: Mapping[str, str]) -> Spare | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             proc = subprocess.Popen(
                 self.command,
-                env={**os.environ, SPARE_FD_ENV: str(theirs.fileno())},
+                env={**env, SPARE_FD_ENV: str(theirs.fileno())},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
@@ -145,6 +147,47 @@ def hand_over(spare: Spare, argv: list[str], env: dict[str, str], fds: tuple[int
         with contextlib.suppress(OSError):
             spare.sock.close()
     return True
+
+
+def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
+    while len(got) < size:
+        chunk = sock.recv(size - len(got))
+        if not chunk:
+            raise EOFError("the supervisor closed the socket")
+        got += chunk
+    return got
+
+
+def ready_and_receive() -> list[str] | None:
+    """The spare's side (call it once its imports are done): say it is ready, wait for its
+    process, and take it over: the stdout/stderr descriptors, the cwd, the whole environment (ours
+    is cleared) and `sys.orig_argv`. Its argv, or None when the spare was let go unused."""
+    fd = int(os.environ.pop(SPARE_FD_ENV))
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.sendall(READY_BYTE)
+        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 2)
+        if not head:
+            return None
+        head = _recv_exactly(sock, 8, head)
+        message = json.loads(_recv_exactly(sock, int.from_bytes(head, "big")))
+    except (OSError, EOFError, ValueError):
+        return None
+    finally:
+        sock.close()
+    if len(fds) != 2:
+        return None
+    out, err = fds
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    os.chdir(message["cwd"])
+    os.environ.clear()
+    os.environ.update(message["env"])
+    argv: list[str] = message["argv"]
+    sys.orig_argv[:] = argv
+    return argv
 
 
 def rank_command(python: str) -> list[str]:

@@ -52,9 +52,16 @@ class Frames:
 
 
 class Supervisor:
-    def __init__(self, cfg: dict[str, Any], spares: Spares | None = None) -> None:
+    def __init__(
+        self,
+        cfg: dict[str, Any],
+        spares: Spares | None = None,
+        node_spares: list[Spares] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.spares = spares
+        self.node_spares = node_spares
+        self.node_spare_ranks = 0
         self.frames = Frames(cfg["nonce"])
         self.trace_dir = Path(tempfile.mkdtemp(prefix=".rdv-"))
         self.log_dir = self.trace_dir / "logs"
@@ -100,12 +107,13 @@ class Supervisor:
             from grader.multinode import launch_nodes
 
             nnodes = int(cfg["nnodes"])
-            self.failures, error = launch_nodes(
+            self.failures, error, self.node_spare_ranks = launch_nodes(
                 nnodes=nnodes,
                 nproc_per_node=int(cfg["world_size"]) // nnodes,
                 max_restarts=int(cfg.get("max_restarts", 0)),
                 log_dir=self.log_dir,
                 entry_args=args,
+                node_spares=self.node_spares,
             )
             if error and not self.timed_out:
                 self.launch_error = error
@@ -234,7 +242,7 @@ class Supervisor:
             "ranks": ranks,
             "checkpoints": checkpoints,
             "duration_s": time.monotonic() - self.started,
-            "spare_ranks": self.spares.served if self.spares is not None else 0,
+            "spare_ranks": (self.spares.served if self.spares else 0) + self.node_spare_ranks,
         }
 
 
@@ -342,41 +350,50 @@ def _make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
-def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int]:
-    """(config path, or None with --wait), --wait seconds, --spares count."""
-    config, wait, spares = None, None, 0
+def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int, int]:
+    """(config path, or None with --wait), --wait seconds, --spares count (per node), --nodes."""
+    config, wait, spares, nodes = None, None, 0, 1
     for arg in argv:
         if arg.startswith("--wait="):
             wait = float(arg.split("=", 1)[1])
         elif arg.startswith("--spares="):
             spares = max(0, int(arg.split("=", 1)[1]))
+        elif arg.startswith("--nodes="):
+            nodes = max(1, int(arg.split("=", 1)[1]))
         elif not arg.startswith("-") and config is None:
             config = Path(arg)
         else:
             raise ValueError(arg)
     if (config is None) == (wait is None):
         raise ValueError("give a config file or --wait")
-    return config, wait, spares
+    return config, wait, spares, nodes
 
 
 def main(argv: list[str]) -> int:
     _make_undumpable()
     try:
-        path, wait, spare_count = parse_args(argv)
+        path, wait, spare_count, nodes = parse_args(argv)
     except ValueError:
         print(
-            "usage: python -m grader.supervisor CONFIG.json | --wait=SECONDS [--spares=N]",
+            "usage: python -m grader.supervisor CONFIG.json"
+            " | --wait=SECONDS [--spares=N] [--nodes=N]",
             file=sys.stderr,
         )
         return 2
     spares: Spares | None = None
+    node_spares: list[Spares] = []
     if wait is not None:
-        if spare_count:  # their imports run beside ours
+        # Their imports run beside ours.
+        if nodes > 1:  # a simulated multi-node job: one agent per node, each with its ranks
+            from grader.multinode import start_node_spares
+
+            node_spares = start_node_spares(nodes, spare_count)
+        elif spare_count:
             spares = Spares(rank_command(sys.executable))
             spares.start(spare_count)
         preload()
-        if spares is not None:
-            for spare in list(spares.idle):
+        for group in [spares, *node_spares]:
+            for spare in list(group.idle) if group else []:
                 spare.wait_ready(READY_WAIT_S)
         print(READY, flush=True)
         path = wait_for_config(wait)
@@ -396,11 +413,17 @@ def main(argv: list[str]) -> int:
             install_spares(spares)
         else:
             spares.close()
+            spares = None
+    if node_spares and int(cfg.get("nnodes", 1)) != len(node_spares):
+        for group in node_spares:
+            group.close()
+        node_spares = []
     try:
-        Supervisor(cfg, spares).run()
+        Supervisor(cfg, spares, node_spares or None).run()
     finally:
-        if spares is not None:
-            spares.close()
+        for group in [spares, *node_spares]:
+            if group is not None:
+                group.close()
     return 0
 
 

@@ -37,33 +37,38 @@ DEFAULT_IDLE_S = 600.0
 EXPIRY_MARGIN_S = 60.0
 # How long a launch waits for a sandbox the pool is starting before it starts a cold one.
 WAIT_FOR_STARTING_S = 120.0
-# Memory an idle warm sandbox holds (the supervisor with torch imported), for the default size.
-IDLE_MIB = 600
+# Memory an idle warm sandbox holds (the supervisor and 2 spare ranks, torch imported in each;
+# measured 1870 MiB for 3 sandboxes of 2, 3 and 1 spares), for the default size.
+IDLE_MIB = 700
 # Variables the supervisor sets from the job's config (so they do not split the pool).
 LATE_ENV = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE",)
 # Limits the supervisor or the host apply per launch (the rest are fixed when a sandbox starts).
 LATE_LIMITS = ("wall_seconds", "output_bytes_per_rank", "pg_timeout_seconds")
 
 
-# Below this many cores the pool is off by default: with the ranks still spawned (see README),
-# starting their interpreters is most of a launch, and refilling the pool takes the cores from
-# the launch it should speed up (measured on 2 cores: warm 0.97-1.8x of cold, no gain).
-MIN_CORES_FOR_DEFAULT = 4
+# Below this many cores the pool refills between gradings, not during one (starting a sandbox,
+# three interpreters importing torch, would take the cores from the launch it should speed up).
+SMALL_MACHINE_CORES = 4
+# Most launches one grading makes (env-launch: three world sizes and a 2-node job).
+MAX_PLAN = 4
 
 
-def default_size() -> int:
-    """Off on machines under MIN_CORES_FOR_DEFAULT cores; else one warm sandbox per core, at
-    most 4, and no more than a quarter of the free memory."""
-    cores = os.cpu_count() or 1
-    if cores < MIN_CORES_FOR_DEFAULT:
-        return 0
-    avail_mib = 0
+def _available_mib() -> int:
+    """MemAvailable of /proc/meminfo, in MiB (0: unknown)."""
     with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
         for line in f:
             if line.startswith("MemAvailable:"):
-                avail_mib = int(line.split()[1]) // 1024
-    by_memory = avail_mib // (4 * IDLE_MIB) if avail_mib else 1
-    return max(1, min(cores, 4, by_memory))
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def default_size() -> int:
+    """One warm sandbox per core, at least 2 (a grading's next launch is ready while one runs)
+    and at most MAX_PLAN, within a quarter of the free memory."""
+    cores = os.cpu_count() or 1
+    avail_mib = _available_mib()
+    by_memory = avail_mib // (4 * IDLE_MIB) if avail_mib else 2
+    return max(0, min(max(2, cores), MAX_PLAN, by_memory))
 
 
 def pool_size() -> int:
@@ -83,13 +88,16 @@ class WarmKey:
     limits: str
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
-    ranks: int = 0  # spare rank interpreters started with the supervisor (grader.spares)
+    # Spare interpreters started with the supervisor (grader.spares): `ranks` per node, and for
+    # a simulated job of several `nodes` an agent per node.
+    ranks: int = 0
+    nodes: int = 1
 
     @classmethod
-    def for_request(cls, req: SandboxRequest, ranks: int = 0) -> WarmKey:
+    def for_request(cls, req: SandboxRequest, ranks: int = 0, nodes: int = 1) -> WarmKey:
         fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
         env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
-        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, ranks)
+        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, ranks, nodes)
 
     def limits_for_start(self) -> Limits:
         return Limits(**json.loads(self.limits))
@@ -105,7 +113,14 @@ class PoolStats:
 
 
 class WarmPool:
-    def __init__(self, size: int, *, idle_s: float = DEFAULT_IDLE_S, bwrap: str | None = None):
+    def __init__(
+        self,
+        size: int,
+        *,
+        idle_s: float = DEFAULT_IDLE_S,
+        bwrap: str | None = None,
+        refill: bool = True,  # False: no refill thread (tests of the planning alone)
+    ):
         self.size = size
         self.idle_s = idle_s
         self.bwrap = bwrap or shutil.which("bwrap") or "/usr/bin/bwrap"
@@ -121,7 +136,8 @@ class WarmPool:
         self.stats = PoolStats()
         self.backoff_until = 0.0
         self.thread = threading.Thread(target=self._refill, name="warm-pool", daemon=True)
-        self.thread.start()
+        if refill:
+            self.thread.start()
 
     # -- the launches' side ---------------------------------------------------------------
     def want(self, keys: list[WarmKey]) -> None:
@@ -222,7 +238,7 @@ class WarmPool:
         stale: list[WarmBwrap] = []
         if self.requested is not None:
             key: WarmKey | None = self.requested
-        elif self.busy and (os.cpu_count() or 1) < MIN_CORES_FOR_DEFAULT:
+        elif self.busy and (os.cpu_count() or 1) < SMALL_MACHINE_CORES:
             return None, stale
         else:
             missing = self._missing()
@@ -287,6 +303,7 @@ class WarmPool:
             self.idle_s,
             self.bwrap,
             spares=key.ranks,
+            nodes=key.nodes,
         )
         try:
             sandbox.start()
@@ -345,14 +362,17 @@ def close_pool() -> None:
 
 
 def run_warm(
-    req: SandboxRequest, config_name: str, on_output: OutputCallback | None, ranks: int = 0
+    req: SandboxRequest,
+    config_name: str,
+    on_output: OutputCallback | None,
+    spares: tuple[int, int] = (0, 1),
 ) -> SandboxOutcome | None:
-    """Run the supervisor launch `req` in a warm sandbox (with `ranks` spare rank interpreters);
-    None: none could take it (the caller starts a cold one)."""
+    """Run the supervisor launch `req` in a warm sandbox (`spares`: spare ranks per node, nodes;
+    see WarmKey); None: none could take it (the caller starts a cold one)."""
     pool = get_pool()
     if pool is None:
         return None
-    sandbox = pool.acquire(WarmKey.for_request(req, ranks))
+    sandbox = pool.acquire(WarmKey.for_request(req, *spares))
     if sandbox is None:
         return None
     try:
@@ -383,8 +403,8 @@ def grading() -> Iterator[None]:
         pool.release()
 
 
-def prewarm(plan: list[tuple[SandboxRequest, int]]) -> None:
-    """Start warming sandboxes for these launches, (request, spare ranks) each, in order."""
+def prewarm(plan: list[tuple[SandboxRequest, tuple[int, int]]]) -> None:
+    """Start warming sandboxes for these launches, (request, spares as in run_warm), in order."""
     pool = get_pool()
     if pool is not None:
-        pool.want([WarmKey.for_request(req, ranks) for req, ranks in plan])
+        pool.want([WarmKey.for_request(req, *spares) for req, spares in plan])

@@ -15,13 +15,9 @@ os.environ before its first DistributedDataParallel(...) has it read by a spawne
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import pkgutil
-import socket
-import sys
 
-from grader.spares import READY_BYTE, SPARE_FD_ENV
+from grader.spares import ready_and_receive
 
 # Imported by every DDP program on its first DistributedDataParallel(...) (the constructor asks
 # torch._dynamo about compiled DDP): ~800 modules, sympy among them, seconds on a small machine.
@@ -46,42 +42,11 @@ def preload() -> None:
                 continue
 
 
-def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
-    while len(got) < size:
-        chunk = sock.recv(size - len(got))
-        if not chunk:
-            raise EOFError("the supervisor closed the socket")
-        got += chunk
-    return got
-
-
 def become_rank() -> list[str] | None:
     """Wait for this spare's rank and take it over; the rank's harness argv (main.py and the
     program's arguments), or None when the supervisor let the spare go unused."""
-    fd = int(os.environ.pop(SPARE_FD_ENV))
     preload()
-    sock = socket.socket(fileno=fd)
-    try:
-        sock.sendall(READY_BYTE)
-        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 2)
-        if not head:
-            return None
-        head = _recv_exactly(sock, 8, head)
-        message = json.loads(_recv_exactly(sock, int.from_bytes(head, "big")))
-    except (OSError, EOFError, ValueError):
+    argv = ready_and_receive()
+    if argv is None:
         return None
-    finally:
-        sock.close()
-    if len(fds) != 2:
-        return None
-    out, err = fds
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    os.close(out)
-    os.close(err)
-    os.chdir(message["cwd"])
-    os.environ.clear()
-    os.environ.update(message["env"])
-    argv: list[str] = message["argv"]
-    sys.orig_argv[:] = argv
     return argv[argv.index("grader.harness") + 1 :]

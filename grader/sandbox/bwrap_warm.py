@@ -99,9 +99,10 @@ class WarmBwrap:
         bwrap: str,
         *,
         spares: int = 0,
+        nodes: int = 1,
     ) -> None:
         self.limits, self.gpus, self.env = limits, list(gpus), dict(env)
-        self.idle_s, self.bwrap, self.spares = idle_s, bwrap, spares
+        self.idle_s, self.bwrap, self.spares, self.nodes = idle_s, bwrap, spares, nodes
         self.started = 0.0
         self.user: SandboxUser | None = None
         self.cgroup: JobCgroup | None = None
@@ -149,6 +150,8 @@ class WarmBwrap:
             data[SECCOMP_KEY] = program
         idle = f"--wait={self.idle_s:.0f}"
         argv = [sys.executable, "-m", "grader.supervisor", idle, f"--spares={self.spares}"]
+        if self.nodes > 1:
+            argv.append(f"--nodes={self.nodes}")
         with _data_fds(data) as fds:
             plan = BwrapPlan(
                 workdir_host=str(self.stage.path),

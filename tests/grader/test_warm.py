@@ -50,15 +50,18 @@ def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(warm.POOL_ENV, "3")
     assert warm.pool_size() == 3
     monkeypatch.delenv(warm.POOL_ENV)
-    cores = os.cpu_count() or 1
-    if cores < warm.MIN_CORES_FOR_DEFAULT:
-        assert warm.pool_size() == 0  # small machines: off unless asked for
-    else:
-        assert 1 <= warm.pool_size() <= min(cores, 4)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(warm, "_available_mib", lambda: 24 * 1024)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert warm.pool_size() == 2  # the next launch of a grading ready while one runs
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert warm.default_size() == 3
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert warm.default_size() == warm.MAX_PLAN
+    # Never more than a quarter of the free memory: none where that is under one sandbox.
+    monkeypatch.setattr(warm, "_available_mib", lambda: 4 * warm.IDLE_MIB)
+    assert warm.default_size() == 1
+    monkeypatch.setattr(warm, "_available_mib", lambda: 1000)
     assert warm.default_size() == 0
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert 1 <= warm.default_size() <= 4
 
 
 # -- real sandboxes -------------------------------------------------------------------------
@@ -188,3 +191,84 @@ def test_a_report_left_by_a_program_whose_supervisor_was_killed_is_ignored(tmp_p
     assert killed.ranks == [] and killed.oom_killed and killed.platform_error is None
     lived = _view(job, Launch(1, "cpu", []), outcome(0), report, [])
     assert [r.rank for r in lived.ranks] == [0]
+
+
+# -- planning: which sandbox the pool starts next -------------------------------------------
+
+
+class Idle:
+    """An idle pool entry's side the planning reads."""
+
+    def __init__(self) -> None:
+        self.destroyed = False
+
+    def ready(self) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return True
+
+    def expires_in(self) -> float:
+        return 1e9
+
+    def destroy(self) -> None:
+        self.destroyed = True
+
+
+def key(tmp_path: Path, ranks: int) -> warm.WarmKey:
+    return warm.WarmKey.for_request(request(tmp_path), ranks)
+
+
+def planner(size: int, *keys: warm.WarmKey) -> warm.WarmPool:
+    pool = warm.WarmPool(size, refill=False)
+    pool.want(list(keys))
+    return pool
+
+
+def test_the_pool_readies_a_gradings_launches_in_order(tmp_path: Path) -> None:
+    two, three, one = key(tmp_path, 2), key(tmp_path, 3), key(tmp_path, 1)
+    pool = planner(2, two, three, one)
+    assert pool._desired() == [two, three]
+    assert pool._next_key()[0] == two
+    pool.idle.append((two, Idle()))  # type: ignore[arg-type]
+    assert pool._next_key()[0] == three
+    # A plan shorter than the pool cycles: both sandboxes for the same launch.
+    assert planner(2, one)._desired() == [one, one]
+
+
+def test_a_waiting_launch_comes_first_and_takes_room_from_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two, one = key(tmp_path, 2), key(tmp_path, 1)
+    pool = planner(1, two)
+    held = Idle()
+    pool.idle.append((two, held))  # type: ignore[arg-type]
+    assert pool._next_key() == (None, [])  # full, and holding what the plan wants
+    pool.requested = one
+    started, dropped = pool._next_key()
+    assert started == one and dropped == [held] and pool.idle == []
+
+
+def test_a_small_machine_refills_between_gradings_not_during_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two = key(tmp_path, 2)
+    pool = planner(2, two)
+    pool.busy = 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert pool._next_key()[0] is None
+    pool.requested = two  # unless a launch waits for one
+    assert pool._next_key()[0] == two
+    pool.requested = None
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # cores to spare: refill at once
+    assert pool._next_key()[0] == two
+
+
+def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
+    two, three = key(tmp_path, 2), key(tmp_path, 3)
+    pool = planner(1, two)
+    old = Idle()
+    pool.idle.append((two, old))  # type: ignore[arg-type]
+    pool.want([three])
+    started, dropped = pool._next_key()
+    assert started == three and dropped == [old]
