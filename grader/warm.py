@@ -130,6 +130,7 @@ class WarmPool:
         # The launches this process is making, in order (one grading's plan): the pool keeps the
         # next `size` of them ready, cycling.
         self.plan: list[WarmKey] = []
+        self.position = 0  # launches of the plan the current grading has made
         self.requested: WarmKey | None = None
         self.busy = 0  # launches running in a sandbox of this pool
         self.closed = False
@@ -145,13 +146,15 @@ class WarmPool:
         with self.cond:
             if keys and keys != self.plan:
                 self.plan = list(keys)
+                self.position = 0
                 self.cond.notify_all()
 
     def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmBwrap | None:
         deadline = time.monotonic() + wait_s
         with self.cond:
             if key not in self.plan:
-                self.plan = [key]
+                self.plan, self.position = [key], 0
+            self.position += 1
             self.requested = key
             self.cond.notify_all()
             while not self.closed:
@@ -233,13 +236,20 @@ class WarmPool:
 
     def _next_key(self) -> tuple[WarmKey | None, list[WarmBwrap]]:
         """The key to start a sandbox for now (None: none), and idle sandboxes to drop for its
-        room. A launch waiting comes first; else the plan, but on a small machine not while a
-        launch runs (starting a sandbox takes cores from it)."""
+        room. A launch waiting comes first; else the plan, but on a small machine during a
+        grading only what that grading still needs (a sandbox for later gradings would take the
+        cores from its launches)."""
         stale: list[WarmBwrap] = []
         if self.requested is not None:
             key: WarmKey | None = self.requested
         elif self.busy and (os.cpu_count() or 1) < SMALL_MACHINE_CORES:
-            return None, stale
+            have = [k for k, _s in self.idle]
+            key = None
+            for wanted in self.plan[self.position :]:
+                if wanted not in have:
+                    key = wanted
+                    break
+                have.remove(wanted)
         else:
             missing = self._missing()
             key = missing[0] if missing else None
@@ -397,6 +407,7 @@ def grading() -> Iterator[None]:
         return
     with pool.cond:
         pool.busy += 1
+        pool.position = 0
     try:
         yield
     finally:

@@ -253,9 +253,15 @@ def test_a_small_machine_refills_between_gradings_not_during_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     two = key(tmp_path, 2)
-    pool = planner(2, two)
-    pool.busy = 1
+    one = key(tmp_path, 1)
+    pool = planner(2, two, one)
+    pool.idle.append((two, Idle()))  # type: ignore[arg-type]
+    pool.busy, pool.position = 1, 1  # a grading made its first launch: it still needs `one`
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert pool._next_key()[0] == one
+    pool.idle.append((one, Idle()))  # type: ignore[arg-type]
+    pool.idle.pop(0)
+    pool.position = 2  # its last launch runs: the next grading's sandbox waits until it ends
     assert pool._next_key()[0] is None
     pool.requested = two  # unless a launch waits for one
     assert pool._next_key()[0] == two
