@@ -328,9 +328,12 @@ def prewarm(sandbox: str | None = None) -> None:
     submission finds a sandbox ready. Returns at once: the pool starts them in the background."""
     import os
 
-    from grader.contract import ExerciseSpec
+    from grader.contract import ExerciseSpec, LaunchSpec
     from grader.launcher import prewarm_for
     from grader.sandbox.base import DEFAULT_SANDBOX_ENV
 
     if (sandbox or os.environ.get(DEFAULT_SANDBOX_ENV) or "bwrap") == "bwrap":
-        prewarm_for(ExerciseSpec(checks=["run.completed"]))
+        # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan
+        # replaces this one as soon as it starts.
+        spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
+        prewarm_for(spec)
