@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from grader import warm
 from grader.launcher import FORK_ENV
 
 
 @pytest.fixture
-def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grade with the ranks forked from the supervisor (RDV_FORK_RANKS=1).
+def warm_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grade as production does: every launch in a warm sandbox of the pool, each rank a spare
+    interpreter started ahead (grader.spares), whatever the machine's default pool size.
 
-    The golden, red-team and exercise-golden suites grade ~180 programs this way: torch is
-    imported once per launch instead of once per process, about a third less CPU on a 2-core box,
-    which keeps `make test` inside CI's time. Spawned ranks, the production default, judge the
-    same way: test_golden.py grades a few cases both ways, and the CLI, shipped-solution,
-    containment and submission tests all spawn. Forked ranks reseed their generators (an
-    exercise case that never broadcasts its initial weights fails only if they do).
+    The golden, red-team and exercise-golden suites grade ~200 programs this way. Cold launches
+    judge the same: test_golden.py and test_warm_fidelity.py grade a sample both ways (the
+    whole of them: `python -m benchmarks warm_fidelity`).
     """
-    monkeypatch.setenv(FORK_ENV, "1")
+    monkeypatch.setenv(FORK_ENV, "0")
+    monkeypatch.setenv(warm.POOL_ENV, "2")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from grader.launcher import FORK_ENV
+from grader import warm
 from grader.sandbox.base import get_sandbox
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("warm_ranks")]
 BY_NAME = {case.name: case for case in CASES.cases()}
 
 
@@ -62,14 +62,16 @@ def test_cases_cover_every_check_and_style() -> None:
         assert check_id in caught, f"no golden case catches {check_id}"
 
 
-SPAWN_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
+COLD_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
 
 
-@pytest.mark.parametrize("name", SPAWN_CASES)
-def test_spawned_ranks_give_the_same_verdict(
+@pytest.mark.parametrize("name", COLD_CASES)
+def test_cold_launches_give_the_same_verdict(
     name: str, golden_sandbox: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Spawned ranks (the production default, as torchrun does) judge like the forked ranks the
-    golden suite runs with."""
-    monkeypatch.setenv(FORK_ENV, "0")
-    assert_graded_as_expected(BY_NAME[name])
+    """Cold launches (RDV_WARM_POOL=0: a fresh sandbox, ranks started by torch) judge like the
+    warm ones the golden suite runs with."""
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    warm.close_pool()
+    result = assert_graded_as_expected(BY_NAME[name])
+    assert result.launch is not None and result.launch.warm_launches == 0
