@@ -16,6 +16,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 os.environ.setdefault("RDV_ENVIRONMENT", "test")
+# Launches start cold unless a test asks for the warm pool: a pool in every test process would
+# keep sandboxes ready for plans the next test does not make (each a few interpreters importing
+# torch). The suites that grade as production does ask for it (tests/grader/conftest.py).
+os.environ.setdefault("RDV_WARM_POOL", "0")
 
 PG_ADMIN_URL = os.environ.get(
     "RDV_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
