@@ -319,13 +319,10 @@ def _rank_result(r: RankView) -> RankResult:
 
 
 def prewarm(sandbox: str | None = None) -> None:
-    """Start the warm pool of this process (bwrap only; RDV_WARM_POOL=0: nothing), so the first
-    submission finds a sandbox ready. Returns at once: the pool starts them in the background."""
-    import os
-
+    """Start the warm pool of this process (bwrap and docker; RDV_WARM_POOL=0: nothing), so the
+    first submission finds a sandbox ready. Returns at once: the pool starts them in the
+    background."""
     from grader.contract import ExerciseSpec
     from grader.launcher import prewarm_for
-    from grader.sandbox.base import DEFAULT_SANDBOX_ENV
 
-    if (sandbox or os.environ.get(DEFAULT_SANDBOX_ENV) or "bwrap") == "bwrap":
-        prewarm_for(ExerciseSpec(checks=["run.completed"]))
+    prewarm_for(ExerciseSpec(checks=["run.completed"]), get_sandbox(sandbox))

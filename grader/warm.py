@@ -1,8 +1,9 @@
-"""The warm pool: bwrap sandboxes started ahead of their launch, one launch each.
+"""The warm pool: sandboxes started ahead of their launch, one launch each.
 
 Every process that grades (the app's in-process executor, `python -m grader.worker`, the CLI)
-keeps up to K sandboxes (`grader.sandbox.bwrap_warm.WarmBwrap`) running the supervisor with
-torch and the harness imported, waiting for a job. `run_warm` hands a launch to one of them; the
+keeps up to K sandboxes (`grader.sandbox.bwrap_warm.WarmBwrap` for bwrap,
+`grader.sandbox.docker_warm.WarmDocker` for docker) running the supervisor with torch and the
+harness imported, waiting for a job. `run_warm` hands a launch to one of them; the
 sandbox is destroyed after it, and a long-lived thread starts the next one in the background (in a
 one-shot CLI, while the current launch runs). No pool, an empty pool or a warm sandbox that died
 returns None: the launcher then starts a cold sandbox, as it does with RDV_WARM_POOL=0.
@@ -22,10 +23,12 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from grader.contract import Limits
 from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
 from grader.sandbox.bwrap_warm import WarmBwrap
+from grader.sandbox.warm_output import WarmSink
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,39 @@ def pool_size() -> int:
     return default_size()
 
 
+# The backend a warm sandbox is made by: ("bwrap",) or ("docker", image, user).
+Backend = tuple[str, ...]
+BWRAP: Backend = ("bwrap",)
+
+
+def warm_backend(sandbox: Any) -> Backend | None:
+    """The warm backend for launches in `sandbox` (a grader.sandbox backend); None: no pool
+    serves it (the "none" backend)."""
+    if sandbox.name == "bwrap":
+        return BWRAP
+    if sandbox.name == "docker":
+        return ("docker", str(sandbox.image), str(sandbox.user))
+    return None
+
+
+class WarmSandbox(Protocol):
+    """What the pool needs of a pre-started single-use sandbox (WarmBwrap, WarmDocker)."""
+
+    sink: WarmSink
+
+    def start(self) -> None: ...
+    def alive(self) -> bool: ...
+    def ready(self) -> bool: ...
+    def wait_ready(self, timeout_s: float) -> bool: ...
+    def expires_in(self) -> float: ...
+    @property
+    def ident(self) -> str: ...
+    def run(
+        self, req: SandboxRequest, config_name: str, on_output: OutputCallback | None = None
+    ) -> SandboxOutcome | None: ...
+    def destroy(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class WarmKey:
     """What a sandbox is started with: launches with the same key can use it."""
@@ -82,15 +118,27 @@ class WarmKey:
     limits: str
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
+    backend: Backend = BWRAP
 
     @classmethod
-    def for_request(cls, req: SandboxRequest) -> WarmKey:
+    def for_request(cls, req: SandboxRequest, backend: Backend = BWRAP) -> WarmKey:
         fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
         env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
-        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env)
+        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, backend)
 
     def limits_for_start(self) -> Limits:
         return Limits(**json.loads(self.limits))
+
+
+def make_sandbox(key: WarmKey, idle_s: float, bwrap: str) -> WarmSandbox:
+    """A warm sandbox of `key`'s backend, not started yet."""
+    limits, gpus, env = key.limits_for_start(), list(key.gpus), dict(key.env)
+    if key.backend[0] == "docker":
+        from grader.sandbox.docker_warm import WarmDocker
+
+        _name, image, user = key.backend
+        return WarmDocker(limits, gpus, env, idle_s, image, user)
+    return WarmBwrap(limits, gpus, env, idle_s, bwrap)
 
 
 @dataclass
@@ -108,7 +156,7 @@ class WarmPool:
         self.idle_s = idle_s
         self.bwrap = bwrap or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.cond = threading.Condition()
-        self.idle: list[tuple[WarmKey, WarmBwrap]] = []
+        self.idle: list[tuple[WarmKey, WarmSandbox]] = []
         self.starting: WarmKey | None = None
         self.target: WarmKey | None = None
         self.requested: WarmKey | None = None
@@ -126,7 +174,7 @@ class WarmPool:
                 self.target = key
                 self.cond.notify_all()
 
-    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmBwrap | None:
+    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmSandbox | None:
         deadline = time.monotonic() + wait_s
         with self.cond:
             if self.target != key:
@@ -169,7 +217,8 @@ class WarmPool:
 
     def idle_pids(self) -> list[int]:
         with self.cond:
-            return [s.proc.pid for _k, s in self.idle if s.proc is not None and s.alive()]
+            idle = [s for _k, s in self.idle if isinstance(s, WarmBwrap) and s.alive()]
+            return [s.proc.pid for s in idle if s.proc is not None]
 
     # -- the refill thread (it also owns every sandbox's bwrap: --die-with-parent) ---------
     def _refill(self) -> None:
@@ -202,7 +251,7 @@ class WarmPool:
             if need and key is not None:
                 self._start_one(key)
 
-    def _prune(self) -> list[WarmBwrap]:
+    def _prune(self) -> list[WarmSandbox]:
         """Idle sandboxes that died or are about to expire, taken out of the pool."""
         keep, gone = [], []
         for k, s in self.idle:
@@ -217,9 +266,7 @@ class WarmPool:
         return gone
 
     def _start_one(self, key: WarmKey) -> None:
-        sandbox = WarmBwrap(
-            key.limits_for_start(), list(key.gpus), dict(key.env), self.idle_s, self.bwrap
-        )
+        sandbox = make_sandbox(key, self.idle_s, self.bwrap)
         try:
             sandbox.start()
         except Exception:
@@ -277,15 +324,19 @@ def close_pool() -> None:
 
 
 def run_warm(
-    req: SandboxRequest, config_name: str, on_output: OutputCallback | None
+    req: SandboxRequest,
+    config_name: str,
+    on_output: OutputCallback | None,
+    backend: Backend = BWRAP,
 ) -> SandboxOutcome | None:
     """Run the supervisor launch `req` in a warm sandbox; None: none could take it (cold)."""
     pool = get_pool()
     if pool is None:
         return None
-    key = WarmKey.for_request(req)
+    key = WarmKey.for_request(req, backend)
     sandbox = pool.acquire(key)
     if sandbox is None:
+        log.info("no warm %s sandbox ready: a cold start", backend[0])
         return None
     try:
         outcome = sandbox.run(req, config_name, on_output)
@@ -295,11 +346,13 @@ def run_warm(
         with pool.cond:
             pool.stats.served -= 1
             pool.stats.cold += 1
+    else:
+        log.info("a warm sandbox served a launch: %s", sandbox.ident)
     return outcome
 
 
-def prewarm(req_like: SandboxRequest) -> None:
+def prewarm(req_like: SandboxRequest, backend: Backend = BWRAP) -> None:
     """Start warming sandboxes for launches like `req_like` (a worker at start-up)."""
     pool = get_pool()
     if pool is not None:
-        pool.want(WarmKey.for_request(req_like))
+        pool.want(WarmKey.for_request(req_like, backend))

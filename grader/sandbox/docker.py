@@ -102,6 +102,18 @@ def container_kwargs(
     return kwargs
 
 
+def engine_client() -> Any:
+    """A client of the Docker engine ($DOCKER_HOST), or SandboxUnavailable."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as exc:
+        raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+
+
 class DockerSandbox:
     name = "docker"
 
@@ -117,14 +129,7 @@ class DockerSandbox:
         return reaper.reap(self._client(), worker_container(), include_own=include_own)
 
     def _client(self) -> Any:
-        try:
-            import docker
-
-            client = docker.from_env()
-            client.ping()
-            return client
-        except Exception as exc:
-            raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+        return engine_client()
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
 
