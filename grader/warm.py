@@ -43,6 +43,8 @@ WAIT_FOR_STARTING_S = 120.0
 IDLE_MIB = 600
 # Variables the supervisor sets from the job's config (so they do not split the pool).
 LATE_ENV = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE",)
+# The log line of every launch a warm sandbox served (`make scale-test` counts them).
+SERVED_LOG = "a warm sandbox served a launch: %s"
 # Limits the supervisor or the host apply per launch (the rest are fixed when a sandbox starts).
 LATE_LIMITS = ("wall_seconds", "output_bytes_per_rank", "pg_timeout_seconds")
 
@@ -347,7 +349,7 @@ def run_warm(
             pool.stats.served -= 1
             pool.stats.cold += 1
     else:
-        log.info("a warm sandbox served a launch: %s", sandbox.ident)
+        log.info(SERVED_LOG, sandbox.ident)
     return outcome
 
 

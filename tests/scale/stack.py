@@ -124,6 +124,19 @@ class Stack:
         )
         return done.stdout + done.stderr
 
+    def warm_launches(self) -> list[str]:
+        """The sandbox containers (short ids) that served a launch from a worker's warm pool,
+        one entry per launch, from every worker's log."""
+        from grader.warm import SERVED_LOG
+
+        served = []
+        for worker in self.containers("grader-cpu"):
+            for line in self.logs_of(worker).splitlines():
+                _, found, ident = line.partition(SERVED_LOG % "docker container ")
+                if found:
+                    served.append(ident.strip())
+        return served
+
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-color", "--tail", "60", service, check=False)
 
@@ -132,3 +145,8 @@ class Stack:
         leftovers = self.sandboxes()
         if leftovers:
             self.docker("rm", "-f", *leftovers, check=False)
+        volumes = self.docker(
+            "volume", "ls", "-q", "--filter", f"label={SANDBOX_LABEL}", check=False
+        ).split()
+        if volumes:  # work volumes of the warm pools' containers, if a worker left any
+            self.docker("volume", "rm", "-f", *volumes, check=False)
