@@ -72,9 +72,12 @@ def container_kwargs(
         },
         "shm_size": f"{limits.disk_mb}m",
         "ipc_mode": "private",
-        "volumes": {
-            work_volume or str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}
-        },
+        # nocopy: a container started on the EMPTY work volume (a warm one) would otherwise copy
+        # up its image's /work, the working dir Docker creates as root 0755, onto the volume's
+        # root, and the sandbox's user could no longer write there.
+        "volumes": {work_volume: {"bind": WORKDIR_INSIDE, "mode": "rw,nocopy"}}
+        if work_volume
+        else {str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}},
         "mem_limit": f"{limits.memory_mb}m",
         "memswap_limit": f"{limits.memory_mb}m",
         "pids_limit": limits.pids,

@@ -66,6 +66,7 @@ def test_a_warm_container_is_locked_down_exactly_as_a_cold_one(
     assert sandbox.wait_ready(30), sandbox.sink.before
     [container] = engine.sandboxes()
     [holder] = engine.holders()
+    assert holder.volume is not None
     volume = container.kwargs["volumes"]
     cold = container_kwargs(
         launch(tmp_path),
@@ -74,6 +75,8 @@ def test_a_warm_container_is_locked_down_exactly_as_a_cold_one(
         worker=worker_container(),
         work_volume=next(iter(volume)),
     )
+    # Started on the still empty volume: no copy-up may make /work root's (see container_kwargs).
+    assert volume == {holder.volume.name: {"bind": "/work", "mode": "rw,nocopy"}}
     warm_kwargs = dict(container.kwargs)
     # Only the command differs (the supervisor waits for its config) and the role label.
     assert warm_kwargs.pop("command") == ["-m", "grader.supervisor", "--wait=600"]
