@@ -3,11 +3,13 @@ scripts/scale/engine.sh started (DOCKER_HOST), with the CI override file."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
 import socket
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,19 @@ class Stack:
             [DOCKER, "logs", container], env=self.env, capture_output=True, text=True, check=False
         )
         return done.stdout + done.stderr
+
+    def files_in(self, container: str, path: str) -> list[str]:
+        """The names in `path` of a container, through the engine's archive API (`docker cp`):
+        nothing runs in the container (a work volume's holder could not even start an exec
+        within its pids limit)."""
+        done = subprocess.run(
+            [DOCKER, "cp", f"{container}:{path}", "-"],
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            return tar.getnames()
 
     def warm_launches(self) -> list[str]:
         """The sandbox containers (short ids) that served a launch from a worker's warm pool,

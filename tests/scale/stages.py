@@ -228,8 +228,8 @@ def _only_idle_warm_left(stack: Stack, served: list[str]) -> int:
         assert role in (ROLE_WARM, "work"), f"a sandbox container left behind: {cid} ({role})"
         assert cid[:12] not in served, f"{cid} served a launch and is still there"
         if role == "work" and info["State"]["Running"]:
-            inside = stack.docker("exec", cid, "ls", "-A", "/work").split()
-            assert inside == [], f"an idle warm sandbox's work volume holds {inside}"
+            inside = stack.files_in(cid, "/work")
+            assert inside == ["work"], f"an idle warm sandbox's work volume holds {inside}"
         idle += role == ROLE_WARM
     return idle
 
