@@ -36,8 +36,10 @@ def failing(result: Result) -> list[str]:
 
 
 def expect_pass(result: Result) -> None:
+    messages = [c.message for c in result.checks if c.status == "fail"]
     assert result.status == "pass", (
-        f"{result.status}: {result.summary} {failing(result)} {result.error}"
+        f"{result.status}: {result.summary} {failing(result)} {messages} {result.error} "
+        f"{result.timings_ms}"
     )
     assert result.launch is not None and result.launch.sandbox == "docker", result.launch
 
