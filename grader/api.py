@@ -99,7 +99,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
     launches = plan_launches(job.spec)
-    prewarm_for(job.spec, sandbox.name)
+    prewarm_for(job.spec, sandbox)
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
@@ -324,16 +324,13 @@ def _rank_result(r: RankView) -> RankResult:
 
 
 def prewarm(sandbox: str | None = None) -> None:
-    """Start the warm pool of this process (bwrap only; RDV_WARM_POOL=0: nothing), so the first
-    submission finds a sandbox ready. Returns at once: the pool starts them in the background."""
-    import os
-
+    """Start the warm pool of this process (bwrap and docker; RDV_WARM_POOL=0: nothing), so the
+    first submission finds a sandbox ready. Returns at once: the pool starts them in the
+    background."""
     from grader.contract import ExerciseSpec, LaunchSpec
     from grader.launcher import prewarm_for
-    from grader.sandbox.base import DEFAULT_SANDBOX_ENV
 
-    if (sandbox or os.environ.get(DEFAULT_SANDBOX_ENV) or "bwrap") == "bwrap":
-        # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan
-        # replaces this one as soon as it starts.
-        spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
-        prewarm_for(spec)
+    # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan replaces
+    # this one as soon as it starts.
+    spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
+    prewarm_for(spec, get_sandbox(sandbox))

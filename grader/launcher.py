@@ -27,7 +27,7 @@ from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.supervisor import FRAME
-from grader.warm import LATE_ENV, pool_size, prewarm, run_warm
+from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ def fork_ranks() -> bool:
 
 
 def warm_pool_enabled() -> bool:
-    """Launches in bwrap take a pre-started sandbox from the warm pool (grader.warm) unless
-    $RDV_WARM_POOL=0."""
+    """Launches in bwrap or docker take a pre-started sandbox from the warm pool (grader.warm)
+    unless $RDV_WARM_POOL=0."""
     return pool_size() > 0
 
 
@@ -178,8 +178,8 @@ def run_launch(
             },
         }
         env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
-        warm = sandbox.name == "bwrap" and warm_pool_enabled()
-        if warm:
+        backend = warm_backend(sandbox) if warm_pool_enabled() else None
+        if backend is not None:
             # A warm supervisor was started before this job: it takes these from the config.
             config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
             config["env_unset"] = [k for k in LATE_ENV if k not in env]
@@ -213,7 +213,11 @@ def run_launch(
                     )
                 )
 
-        outcome = run_warm(request, config_name, on_output, spares_for(launch)) if warm else None
+        outcome = (
+            run_warm(request, config_name, on_output, backend, spares_for(launch))
+            if backend
+            else None
+        )
         if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
             outcome = sandbox.run(request, on_output=on_output)
         report_path = job_dir / f".rdv-report-{nonce}.json"
@@ -300,16 +304,18 @@ def spares_for(launch: Launch) -> tuple[int, int]:
     return (0 if fork_ranks() else launch.world_size), 1
 
 
-def prewarm_for(spec: ExerciseSpec, sandbox: str = "bwrap") -> None:
-    """Warm bwrap sandboxes for every launch of `spec`, in order: a worker at start-up, and each
-    grading as it begins (the pool then readies the next launches while one runs)."""
-    if sandbox != "bwrap" or not warm_pool_enabled():
+def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
+    """Warm sandboxes of `sandbox` (bwrap or docker; default bwrap) for every launch of `spec`,
+    in order: a worker at start-up, and each grading as it begins (the pool then readies the next
+    launches while one runs)."""
+    backend = warm_backend(sandbox) if sandbox is not None else BWRAP
+    if backend is None or not warm_pool_enabled():
         return
     plan = []
     for launch in plan_launches(spec):
-        env = _env(Path("/nonexistent"), "bwrap", launch, spec.launch.max_restarts)
+        env = _env(Path("/nonexistent"), backend[0], launch, spec.launch.max_restarts)
         req = SandboxRequest(
             workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
         )
         plan.append((req, spares_for(launch)))
-    prewarm(plan)
+    prewarm(plan, backend)

@@ -327,12 +327,17 @@ def preload() -> None:
 
 
 def wait_for_config(idle_seconds: float) -> Path | None:
-    """A warm supervisor waits in the job dir until the host drops the job's config there."""
+    """A warm supervisor waits in the job dir until the host drops the job's config there. A
+    config is taken only once it parses as a whole JSON object: bwrap's host renames it into
+    place, but Docker's archive API writes it in place, so it may be seen half-written."""
     deadline = time.monotonic() + idle_seconds
     while time.monotonic() < deadline:
-        found = sorted(Path(".").glob(".rdv-config-*.json"))
-        if found:
-            return found[0]
+        for found in sorted(Path(".").glob(".rdv-config-*.json")):
+            try:
+                if isinstance(json.loads(found.read_text()), dict):
+                    return found
+            except (OSError, ValueError):
+                pass  # not all there yet
         time.sleep(0.02)
     return None
 

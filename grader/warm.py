@@ -1,8 +1,9 @@
-"""The warm pool: bwrap sandboxes started ahead of their launch, one launch each.
+"""The warm pool: sandboxes started ahead of their launch, one launch each.
 
 Every process that grades (the app's in-process executor, `python -m grader.worker`, the CLI)
-keeps up to K sandboxes (`grader.sandbox.bwrap_warm.WarmBwrap`) running the supervisor with
-torch and the harness imported, waiting for a job. `run_warm` hands a launch to one of them; the
+keeps up to K sandboxes (`grader.sandbox.bwrap_warm.WarmBwrap` for bwrap,
+`grader.sandbox.docker_warm.WarmDocker` for docker) running the supervisor with torch and the
+harness imported, waiting for a job. `run_warm` hands a launch to one of them; the
 sandbox is destroyed after it, and a long-lived thread starts the next one in the background (in a
 one-shot CLI, while the current launch runs). No pool, an empty pool or a warm sandbox that died
 returns None: the launcher then starts a cold sandbox, as it does with RDV_WARM_POOL=0.
@@ -23,10 +24,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from grader.contract import Limits
 from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
 from grader.sandbox.bwrap_warm import WarmBwrap
+from grader.sandbox.warm_output import WarmSink
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,8 @@ WAIT_FOR_STARTING_S = 120.0
 IDLE_MIB = 700
 # Variables the supervisor sets from the job's config (so they do not split the pool).
 LATE_ENV = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE",)
+# The log line of every launch a warm sandbox served (`make scale-test` counts them).
+SERVED_LOG = "a warm sandbox served a launch: %s"
 # Limits the supervisor or the host apply per launch (the rest are fixed when a sandbox starts).
 LATE_LIMITS = ("wall_seconds", "output_bytes_per_rank", "pg_timeout_seconds")
 
@@ -81,6 +86,39 @@ def pool_size() -> int:
     return default_size()
 
 
+# The backend a warm sandbox is made by: ("bwrap",) or ("docker", image, user).
+Backend = tuple[str, ...]
+BWRAP: Backend = ("bwrap",)
+
+
+def warm_backend(sandbox: Any) -> Backend | None:
+    """The warm backend for launches in `sandbox` (a grader.sandbox backend); None: no pool
+    serves it (the "none" backend)."""
+    if sandbox.name == "bwrap":
+        return BWRAP
+    if sandbox.name == "docker":
+        return ("docker", str(sandbox.image), str(sandbox.user))
+    return None
+
+
+class WarmSandbox(Protocol):
+    """What the pool needs of a pre-started single-use sandbox (WarmBwrap, WarmDocker)."""
+
+    sink: WarmSink
+
+    def start(self) -> None: ...
+    def alive(self) -> bool: ...
+    def ready(self) -> bool: ...
+    def wait_ready(self, timeout_s: float) -> bool: ...
+    def expires_in(self) -> float: ...
+    @property
+    def ident(self) -> str: ...
+    def run(
+        self, req: SandboxRequest, config_name: str, on_output: OutputCallback | None = None
+    ) -> SandboxOutcome | None: ...
+    def destroy(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class WarmKey:
     """What a sandbox is started with: launches with the same key can use it."""
@@ -88,19 +126,33 @@ class WarmKey:
     limits: str
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
+    backend: Backend = BWRAP
     # Spare interpreters started with the supervisor (grader.spares): `ranks` per node, and for
     # a simulated job of several `nodes` an agent per node.
     ranks: int = 0
     nodes: int = 1
 
     @classmethod
-    def for_request(cls, req: SandboxRequest, ranks: int = 0, nodes: int = 1) -> WarmKey:
+    def for_request(
+        cls, req: SandboxRequest, backend: Backend = BWRAP, ranks: int = 0, nodes: int = 1
+    ) -> WarmKey:
         fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
         env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
-        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, ranks, nodes)
+        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, backend, ranks, nodes)
 
     def limits_for_start(self) -> Limits:
         return Limits(**json.loads(self.limits))
+
+
+def make_sandbox(key: WarmKey, idle_s: float, bwrap: str) -> WarmSandbox:
+    """A warm sandbox of `key`'s backend, not started yet."""
+    limits, gpus, env = key.limits_for_start(), list(key.gpus), dict(key.env)
+    if key.backend[0] == "docker":
+        from grader.sandbox.docker_warm import WarmDocker
+
+        _name, image, user = key.backend
+        return WarmDocker(limits, gpus, env, idle_s, image, user, spares=key.ranks, nodes=key.nodes)
+    return WarmBwrap(limits, gpus, env, idle_s, bwrap, spares=key.ranks, nodes=key.nodes)
 
 
 @dataclass
@@ -125,7 +177,7 @@ class WarmPool:
         self.idle_s = idle_s
         self.bwrap = bwrap or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.cond = threading.Condition()
-        self.idle: list[tuple[WarmKey, WarmBwrap]] = []
+        self.idle: list[tuple[WarmKey, WarmSandbox]] = []
         self.starting: WarmKey | None = None
         # The launches this process is making, in order (one grading's plan): the pool keeps the
         # next `size` of them ready, cycling.
@@ -149,7 +201,7 @@ class WarmPool:
                 self.position = 0
                 self.cond.notify_all()
 
-    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmBwrap | None:
+    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmSandbox | None:
         deadline = time.monotonic() + wait_s
         with self.cond:
             if key not in self.plan:
@@ -214,7 +266,8 @@ class WarmPool:
 
     def idle_pids(self) -> list[int]:
         with self.cond:
-            return [s.proc.pid for _k, s in self.idle if s.proc is not None and s.alive()]
+            idle = [s for _k, s in self.idle if isinstance(s, WarmBwrap) and s.alive()]
+            return [s.proc.pid for s in idle if s.proc is not None]
 
     # -- the refill thread (it also owns every sandbox's bwrap: --die-with-parent) ---------
     def _desired(self) -> list[WarmKey]:
@@ -234,12 +287,12 @@ class WarmPool:
                 missing.append(key)
         return missing
 
-    def _next_key(self) -> tuple[WarmKey | None, list[WarmBwrap]]:
+    def _next_key(self) -> tuple[WarmKey | None, list[WarmSandbox]]:
         """The key to start a sandbox for now (None: none), and idle sandboxes to drop for its
         room. A launch waiting comes first; else the plan, but on a small machine during a
         grading only what that grading still needs (a sandbox for later gradings would take the
         cores from its launches)."""
-        stale: list[WarmBwrap] = []
+        stale: list[WarmSandbox] = []
         if self.requested is not None:
             key: WarmKey | None = self.requested
         elif self.busy and (os.cpu_count() or 1) < SMALL_MACHINE_CORES:
@@ -291,7 +344,7 @@ class WarmPool:
             if key is not None:
                 self._start_one(key)
 
-    def _prune(self) -> list[WarmBwrap]:
+    def _prune(self) -> list[WarmSandbox]:
         """Idle sandboxes that died or are about to expire, taken out of the pool."""
         keep, gone = [], []
         for k, s in self.idle:
@@ -306,15 +359,7 @@ class WarmPool:
         return gone
 
     def _start_one(self, key: WarmKey) -> None:
-        sandbox = WarmBwrap(
-            key.limits_for_start(),
-            list(key.gpus),
-            dict(key.env),
-            self.idle_s,
-            self.bwrap,
-            spares=key.ranks,
-            nodes=key.nodes,
-        )
+        sandbox = make_sandbox(key, self.idle_s, self.bwrap)
         try:
             sandbox.start()
         except Exception:
@@ -375,6 +420,7 @@ def run_warm(
     req: SandboxRequest,
     config_name: str,
     on_output: OutputCallback | None,
+    backend: Backend = BWRAP,
     spares: tuple[int, int] = (0, 1),
 ) -> SandboxOutcome | None:
     """Run the supervisor launch `req` in a warm sandbox (`spares`: spare ranks per node, nodes;
@@ -382,8 +428,10 @@ def run_warm(
     pool = get_pool()
     if pool is None:
         return None
-    sandbox = pool.acquire(WarmKey.for_request(req, *spares))
+    key = WarmKey.for_request(req, backend, *spares)
+    sandbox = pool.acquire(key)
     if sandbox is None:
+        log.info("no warm %s sandbox ready: a cold start", backend[0])
         return None
     try:
         outcome = sandbox.run(req, config_name, on_output)
@@ -394,6 +442,8 @@ def run_warm(
         with pool.cond:
             pool.stats.served -= 1
             pool.stats.cold += 1
+    else:
+        log.info(SERVED_LOG, sandbox.ident)
     return outcome
 
 
@@ -414,8 +464,9 @@ def grading() -> Iterator[None]:
         pool.release()
 
 
-def prewarm(plan: list[tuple[SandboxRequest, tuple[int, int]]]) -> None:
-    """Start warming sandboxes for these launches, (request, spares as in run_warm), in order."""
+def prewarm(plan: list[tuple[SandboxRequest, tuple[int, int]]], backend: Backend = BWRAP) -> None:
+    """Start warming sandboxes of `backend` for these launches, (request, spares as in
+    run_warm) each, in order."""
     pool = get_pool()
     if pool is not None:
-        pool.want([WarmKey.for_request(req, *spares) for req, spares in plan])
+        pool.want([WarmKey.for_request(req, backend, *spares) for req, spares in plan])

@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,48 +41,12 @@ from grader.sandbox.limits import rlimits_for
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap, wrapper_argv
 from grader.sandbox.seccomp import filter_program
 from grader.sandbox.users import SandboxUser, acquire_user
+from grader.sandbox.warm_output import WarmSink, supervisor_wait_argv
 from grader.sandbox.workdir import StagedWorkdir, copy_tree
 
 log = logging.getLogger(__name__)
 
-READY_LINE = "\x1eRDV-READY"  # grader.supervisor.READY (not imported: that pulls in the harness)
 PENDING = ".rdv-pending"
-
-
-class _Sink:
-    """What the sandbox's output goes to: nothing but the READY line before the launch is
-    assigned (the supervisor's own start-up noise is kept for the log), the launch's OutputCap
-    after."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.ready = threading.Event()
-        self.before: list[bytes] = []
-        self.partial = bytearray()
-        self.cap: OutputCap | None = None
-
-    def attach(self, cap: OutputCap) -> None:
-        with self.lock:
-            self.cap = cap
-
-    def feed(self, chunk: bytes) -> None:
-        with self.lock:
-            if self.cap is not None:
-                self.cap.feed(chunk)
-                return
-            self.partial += chunk
-            while (cut := self.partial.find(b"\n")) >= 0:
-                line = bytes(self.partial[:cut])
-                del self.partial[: cut + 1]
-                if line.decode("utf-8", "replace") == READY_LINE:
-                    self.ready.set()
-                elif len(self.before) < 50:
-                    self.before.append(line[:2000])
-
-    def flush(self) -> None:
-        with self.lock:
-            if self.cap is not None:
-                self.cap.flush()
 
 
 class WarmBwrap:
@@ -109,7 +72,7 @@ class WarmBwrap:
         self.stage: StagedWorkdir | None = None
         self.placeholder: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
-        self.sink = _Sink()
+        self.sink = WarmSink()
         self.reader: threading.Thread | None = None
         self.status_r = self.status_w = -1
         self.stubs: list[str] = []
@@ -148,10 +111,7 @@ class WarmBwrap:
             self.warnings.append("no seccomp filter on this architecture")
         else:
             data[SECCOMP_KEY] = program
-        idle = f"--wait={self.idle_s:.0f}"
-        argv = [sys.executable, "-m", "grader.supervisor", idle, f"--spares={self.spares}"]
-        if self.nodes > 1:
-            argv.append(f"--nodes={self.nodes}")
+        argv = supervisor_wait_argv(self.idle_s, self.spares, self.nodes)
         with _data_fds(data) as fds:
             plan = BwrapPlan(
                 workdir_host=str(self.stage.path),
@@ -214,6 +174,11 @@ class WarmBwrap:
 
     def expires_in(self) -> float:
         return self.started + self.idle_s - time.monotonic()
+
+    @property
+    def ident(self) -> str:
+        """Which sandbox this is, for the log."""
+        return f"bwrap pid {self.proc.pid if self.proc else '-'}"
 
     # -- one launch -----------------------------------------------------------------------
     def run(
@@ -330,7 +295,7 @@ class WarmBwrap:
             self._release()
 
 
-def _drain(fd: int, sink: _Sink) -> None:
+def _drain(fd: int, sink: WarmSink) -> None:
     try:
         while chunk := os.read(fd, 65536):
             sink.feed(chunk)

@@ -72,9 +72,12 @@ def container_kwargs(
         },
         "shm_size": f"{limits.disk_mb}m",
         "ipc_mode": "private",
-        "volumes": {
-            work_volume or str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}
-        },
+        # nocopy: a container started on the EMPTY work volume (a warm one) would otherwise copy
+        # up its image's /work, the working dir Docker creates as root 0755, onto the volume's
+        # root, and the sandbox's user could no longer write there.
+        "volumes": {work_volume: {"bind": WORKDIR_INSIDE, "mode": "rw,nocopy"}}
+        if work_volume
+        else {str(req.workdir.resolve()): {"bind": WORKDIR_INSIDE, "mode": "rw"}},
         "mem_limit": f"{limits.memory_mb}m",
         "memswap_limit": f"{limits.memory_mb}m",
         "pids_limit": limits.pids,
@@ -102,6 +105,18 @@ def container_kwargs(
     return kwargs
 
 
+def engine_client() -> Any:
+    """A client of the Docker engine ($DOCKER_HOST), or SandboxUnavailable."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as exc:
+        raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+
+
 class DockerSandbox:
     name = "docker"
 
@@ -117,14 +132,7 @@ class DockerSandbox:
         return reaper.reap(self._client(), worker_container(), include_own=include_own)
 
     def _client(self) -> Any:
-        try:
-            import docker
-
-            client = docker.from_env()
-            client.ping()
-            return client
-        except Exception as exc:
-            raise SandboxUnavailable(f"cannot reach the Docker engine: {exc}") from exc
+        return engine_client()
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
 

@@ -79,14 +79,17 @@ class WorkVolume:
             raise
         return self
 
-    def copy_in(self, host_dir: Path) -> None:
+    def copy_in(self, host_dir: Path, last: str | None = None) -> None:
         """The job's files (regular files and directories) into the volume, owned by the
-        sandbox's user."""
+        sandbox's user; `last` (a top-level file) is the archive's last member, so the engine,
+        which extracts in order, writes it after every other file."""
         uid, _, gid = self.user.partition(":")
         owner = (int(uid), int(gid or uid)) if uid.isdigit() else (0, 0)
+        tail = [host_dir / last] if last else []
+        paths = [p for p in sorted(host_dir.rglob("*")) if p not in tail] + tail
         data = io.BytesIO()
         with tarfile.open(fileobj=data, mode="w") as tar:
-            for path in sorted(host_dir.rglob("*")):
+            for path in paths:
                 if path.is_symlink() or not (path.is_file() or path.is_dir()):
                     continue
                 info = tar.gettarinfo(str(path), arcname=str(path.relative_to(host_dir)))
@@ -99,6 +102,18 @@ class WorkVolume:
                     tar.addfile(info)
         if not self.holder.put_archive(WORKDIR_INSIDE, data.getvalue()):
             raise OSError("the engine refused the work dir's files")
+
+    def has(self, name: str) -> bool:
+        """Whether the file `name` (top level) is in the volume."""
+        import docker.errors
+
+        try:
+            stream, _ = self.holder.get_archive(f"{WORKDIR_INSIDE}/{name}")
+        except docker.errors.NotFound:
+            return False
+        for _chunk in stream:  # read to the end: the connection goes back to the pool
+            pass
+        return True
 
     def copy_out(self, host_dir: Path) -> list[str]:
         """Regular files and directories of the volume back into host_dir (overwriting); what

@@ -216,7 +216,7 @@ class Idle:
 
 
 def key(tmp_path: Path, ranks: int) -> warm.WarmKey:
-    return warm.WarmKey.for_request(request(tmp_path), ranks)
+    return warm.WarmKey.for_request(request(tmp_path), ranks=ranks)
 
 
 def planner(size: int, *keys: warm.WarmKey) -> warm.WarmPool:
@@ -278,3 +278,16 @@ def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
     pool.want([three])
     started, dropped = pool._next_key()
     assert started == three and dropped == [old]
+
+
+def test_a_warm_sandbox_starts_with_the_spares_its_key_names(tmp_path: Path) -> None:
+    from grader.sandbox.docker_warm import WarmDocker
+    from grader.sandbox.warm_output import supervisor_wait_argv
+
+    bwrap = warm.make_sandbox(warm.WarmKey.for_request(request(tmp_path), ranks=2), 60, "bwrap")
+    assert isinstance(bwrap, WarmBwrap) and (bwrap.spares, bwrap.nodes) == (2, 1)
+    docker_key = warm.WarmKey.for_request(request(tmp_path), ("docker", "img", "1:1"), 1, 2)
+    docker = warm.make_sandbox(docker_key, 60, "bwrap")
+    assert isinstance(docker, WarmDocker) and (docker.spares, docker.nodes) == (1, 2)
+    assert supervisor_wait_argv(60, 1, 2)[-3:] == ["--wait=60", "--spares=1", "--nodes=2"]
+    assert "--nodes=1" not in supervisor_wait_argv(60, 2, 1)

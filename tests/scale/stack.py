@@ -3,11 +3,13 @@ scripts/scale/engine.sh started (DOCKER_HOST), with the CI override file."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
 import socket
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,32 @@ class Stack:
         )
         return done.stdout + done.stderr
 
+    def files_in(self, container: str, path: str) -> list[str]:
+        """The names in `path` of a container, through the engine's archive API (`docker cp`):
+        nothing runs in the container (a work volume's holder could not even start an exec
+        within its pids limit)."""
+        done = subprocess.run(
+            [DOCKER, "cp", f"{container}:{path}", "-"],
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+            return tar.getnames()
+
+    def warm_launches(self) -> list[str]:
+        """The sandbox containers (short ids) that served a launch from a worker's warm pool,
+        one entry per launch, from every worker's log."""
+        from grader.warm import SERVED_LOG
+
+        served = []
+        for worker in self.containers("grader-cpu"):
+            for line in self.logs_of(worker).splitlines():
+                _, found, ident = line.partition(SERVED_LOG % "docker container ")
+                if found:
+                    served.append(ident.strip())
+        return served
+
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-color", "--tail", "60", service, check=False)
 
@@ -132,3 +160,8 @@ class Stack:
         leftovers = self.sandboxes()
         if leftovers:
             self.docker("rm", "-f", *leftovers, check=False)
+        volumes = self.docker(
+            "volume", "ls", "-q", "--filter", f"label={SANDBOX_LABEL}", check=False
+        ).split()
+        if volumes:  # work volumes of the warm pools' containers, if a worker left any
+            self.docker("volume", "rm", "-f", *volumes, check=False)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from grader.contract import Result
+from grader.sandbox.docker_warm import ROLE_WARM
 from grader.sandbox.reaper import LABEL_ROLE
 from tests.grader import hostile_programs as programs
 from tests.grader.sandbox_helpers import processes_with, token
@@ -35,8 +36,10 @@ def failing(result: Result) -> list[str]:
 
 
 def expect_pass(result: Result) -> None:
+    messages = [c.message for c in result.checks if c.status == "fail"]
     assert result.status == "pass", (
-        f"{result.status}: {result.summary} {failing(result)} {result.error}"
+        f"{result.status}: {result.summary} {failing(result)} {messages} {result.error} "
+        f"{result.timings_ms}"
     )
     assert result.launch is not None and result.launch.sandbox == "docker", result.launch
 
@@ -127,9 +130,12 @@ def grade_correct_and_wrong(stack: Stack) -> str:
     wrong_result = learner.result(wrong)
     expect_learner_fail(wrong_result, wrong_checks)
     wrong_s = time.monotonic() - t0
+    served = stack.warm_launches()
+    assert served, "no launch was served by the worker's warm pool"
     return (
         f"correct: pass ({right_s:.0f} s from submit), bug_no_set_epoch: fail {wrong_checks} "
-        f"({wrong_s:.0f} s); sandbox container: {sandbox}"
+        f"({wrong_s:.0f} s); {len(served)} launches from the warm pool; sandbox container: "
+        f"{sandbox}"
     )
 
 
@@ -177,6 +183,7 @@ def containment(stack: Stack) -> str:
         ("fill-disk", programs.FILL_DISK),
     ]
     learner = Learner(stack.base_url, "mallory")
+    served_before = set(stack.warm_launches())
     results: dict[str, Result] = {}
     for i in range(0, len(attacks), 2):  # two in flight per learner
         batch = [(name, learner.submit(code)) for name, code in attacks[i : i + 2]]
@@ -198,9 +205,35 @@ def containment(stack: Stack) -> str:
     assert "readable" not in out["supervisor-memory"]
     # The work dir is a size-capped tmpfs volume: the disk runs out there (ENOSPC), not on the host.
     assert f"DISK full . {errno.ENOSPC}" in out["fill-disk"], out["fill-disk"][-500:]
-    left = stack.sandboxes()
-    assert left == [], f"sandbox containers left behind: {left}"
-    return f"{len(results)} attacks, all a learner's fail, none escaped: " + ", ".join(results)
+    served = stack.warm_launches()
+    assert len(served) == len(set(served)), f"a warm container served twice: {served}"
+    warm = [s for s in served if s not in served_before]
+    assert len(warm) >= len(attacks), f"only {len(warm)} launches from the warm pool"
+    idle = _only_idle_warm_left(stack, served)
+    return (
+        f"{len(results)} attacks, all a learner's fail, none escaped: {', '.join(results)}; "
+        f"{len(warm)} launches, each in a warm container of its own, removed after it; "
+        f"{idle} idle warm container(s) left, their work volumes empty"
+    )
+
+
+def _only_idle_warm_left(stack: Stack, served: list[str]) -> int:
+    """What is left are the pool's idle containers (never assigned: none served a launch) and
+    the holders of their work volumes, which hold nothing."""
+    idle = 0
+    for cid in stack.sandboxes():
+        try:
+            info = stack.inspect(cid)
+        except RuntimeError:
+            continue  # the pool replaced it meanwhile
+        role = info["Config"]["Labels"].get(LABEL_ROLE)
+        assert role in (ROLE_WARM, "work"), f"a sandbox container left behind: {cid} ({role})"
+        assert cid[:12] not in served, f"{cid} served a launch and is still there"
+        if role == "work" and info["State"]["Running"]:
+            inside = stack.files_in(cid, "/work")
+            assert inside == ["work"], f"an idle warm sandbox's work volume holds {inside}"
+        idle += role == ROLE_WARM
+    return idle
 
 
 def kill_worker_mid_job(stack: Stack) -> str:
