@@ -89,6 +89,9 @@ def build(stack: Stack) -> str:
 
 
 def up(stack: Stack) -> str:
+    # A run stopped midway leaves its stack and volumes (its database with another run's
+    # password among them): start from nothing.
+    stack.down()
     refused = _refuses_without_password(stack)
     stack.prepare_jobs_dir()
     stack.compose("up", "-d")
