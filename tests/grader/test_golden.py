@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 
 from grader import warm
+from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("warm_ranks")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
 BY_NAME = {case.name: case for case in CASES.cases()}
 
 
@@ -62,16 +63,21 @@ def test_cases_cover_every_check_and_style() -> None:
         assert check_id in caught, f"no golden case catches {check_id}"
 
 
-COLD_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
+WARM_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_rank1"]
 
 
-@pytest.mark.parametrize("name", COLD_CASES)
-def test_cold_launches_give_the_same_verdict(
+@pytest.mark.parametrize("name", WARM_CASES)
+def test_warm_launches_give_the_same_verdict(
     name: str, golden_sandbox: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Cold launches (RDV_WARM_POOL=0: a fresh sandbox, ranks started by torch) judge like the
-    warm ones the golden suite runs with."""
-    monkeypatch.setenv(warm.POOL_ENV, "0")
+    """Warm launches (the production default: a pre-started sandbox, each rank a spare
+    interpreter) judge like the cold, forked ones the golden suite runs with."""
+    monkeypatch.setenv(FORK_ENV, "0")
+    monkeypatch.setenv(warm.POOL_ENV, "2")
     warm.close_pool()
-    result = assert_graded_as_expected(BY_NAME[name])
-    assert result.launch is not None and result.launch.warm_launches == 0
+    try:
+        result = assert_graded_as_expected(BY_NAME[name])
+    finally:
+        warm.close_pool()
+    assert result.launch is not None and result.launch.warm_launches > 0
+    assert result.launch.spare_ranks > 0
