@@ -41,7 +41,7 @@ from grader.sandbox.limits import rlimits_for
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap, wrapper_argv
 from grader.sandbox.seccomp import filter_program
 from grader.sandbox.users import SandboxUser, acquire_user
-from grader.sandbox.warm_output import WarmSink, supervisor_wait_argv
+from grader.sandbox.warm_output import WarmReadiness, WarmSink, supervisor_wait_argv
 from grader.sandbox.workdir import StagedWorkdir, copy_tree
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 PENDING = ".rdv-pending"
 
 
-class WarmBwrap:
+class WarmBwrap(WarmReadiness):
     """A sandbox started ahead of its job. Start it from a thread that outlives it: bwrap runs
     with --die-with-parent, which the kernel ties to the thread that started it."""
 
@@ -161,19 +161,6 @@ class WarmBwrap:
     # -- state ----------------------------------------------------------------------------
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and not self.closed
-
-    def ready(self) -> bool:
-        return self.sink.ready.is_set() and self.alive()
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.alive():
-            if self.sink.ready.wait(0.1):
-                return self.alive()
-        return self.ready()
-
-    def expires_in(self) -> float:
-        return self.started + self.idle_s - time.monotonic()
 
     @property
     def ident(self) -> str:

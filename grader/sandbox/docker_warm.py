@@ -29,7 +29,7 @@ from grader.sandbox.docker import container_kwargs, engine_client
 from grader.sandbox.docker_work import WorkVolume, start_container
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
 from grader.sandbox.reaper import LABEL_ROLE, sandbox_labels, worker_container
-from grader.sandbox.warm_output import WarmSink, supervisor_wait_argv
+from grader.sandbox.warm_output import WarmReadiness, WarmSink, supervisor_wait_argv
 from grader.sandbox.workdir import remove_special
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ ROLE_WARM = "warm"  # LABEL_ROLE of a warm sandbox container (its holder's is "w
 KILLED_EXIT = 128 + 9
 
 
-class WarmDocker:
+class WarmDocker(WarmReadiness):
     """A sandbox container started ahead of its job (any thread may start it)."""
 
     def __init__(
@@ -128,19 +128,6 @@ class WarmDocker:
     # -- state ----------------------------------------------------------------------------
     def alive(self) -> bool:
         return self.container is not None and not self.exited.is_set() and not self.closed
-
-    def ready(self) -> bool:
-        return self.sink.ready.is_set() and self.alive()
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.alive():
-            if self.sink.ready.wait(0.1):
-                return self.alive()
-        return self.ready()
-
-    def expires_in(self) -> float:
-        return self.started + self.idle_s - time.monotonic()
 
     @property
     def ident(self) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from grader.sandbox.process import OutputCap
 
@@ -51,3 +52,28 @@ def supervisor_wait_argv(idle_s: float, spares: int = 0, nodes: int = 1) -> list
     if nodes > 1:
         argv.append(f"--nodes={nodes}")
     return argv
+
+
+class WarmReadiness:
+    """Readiness and age of a pre-started sandbox, whatever the backend: it is ready once its
+    supervisor printed READY into `sink` and it is still `alive()`."""
+
+    sink: WarmSink
+    started: float
+    idle_s: float
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        return self.sink.ready.is_set() and self.alive()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.alive():
+            if self.sink.ready.wait(0.1):
+                return self.alive()
+        return self.ready()
+
+    def expires_in(self) -> float:
+        return self.started + self.idle_s - time.monotonic()
