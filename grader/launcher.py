@@ -38,6 +38,9 @@ SANDBOX_TMP = "/tmp"
 # Seconds the supervisor needs around the learner's run (its own torch import, stack dumps,
 # checkpoint inspection); added to the sandbox's hard wall clock.
 SUPERVISOR_SLACK_S = 25.0
+WARM_RERUN_LOG = (
+    "grading %s: a warm launch (world size %s) ended in a platform error; running it again cold: %s"
+)
 
 
 @dataclass
@@ -156,7 +159,6 @@ def run_launch(
     job_dir = Path(tempfile.mkdtemp(prefix="rdv-job-", dir=root))
     try:
         job_dir.chmod(0o755)
-        (job_dir / "main.py").write_text(job.code, encoding="utf-8")
         nonce = secrets.token_hex(16)
         config_name = f".rdv-config-{secrets.token_hex(8)}.json"
         config = {
@@ -183,7 +185,7 @@ def run_launch(
             # A warm supervisor was started before this job: it takes these from the config.
             config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
             config["env_unset"] = [k for k in LATE_ENV if k not in env]
-        (job_dir / config_name).write_text(json.dumps(config))
+        _stage(job_dir, job.code, config_name, config)
         request = SandboxRequest(
             workdir=job_dir,
             argv=[sys.executable, "-m", "grader.supervisor", config_name],
@@ -213,20 +215,42 @@ def run_launch(
                     )
                 )
 
+        report_path = job_dir / f".rdv-report-{nonce}.json"
         outcome = (
             run_warm(request, config_name, on_output, backend, spares_for(launch))
             if backend
             else None
         )
-        if outcome is None:  # no warm sandbox (off, none ready, or it died): a cold one
+        view = _view(job, launch, outcome, report_path, noise) if outcome else None
+        if outcome is not None and view is not None and view.platform_error:
+            # The warm sandbox failed us (its report lost, its launcher broken): the launch runs
+            # again cold, from the job's files alone, rather than end the grading in an error.
+            log.warning(WARM_RERUN_LOG, job.submission_id, launch.world_size, view.platform_error)
+            _stage(job_dir, job.code, config_name, config, clear=True)
+            noise.clear()
+            outcome = view = None
+        if outcome is None or view is None:  # no warm sandbox (off, none ready, it died): cold
             outcome = sandbox.run(request, on_output=on_output)
-        report_path = job_dir / f".rdv-report-{nonce}.json"
-        view = _view(job, launch, outcome, report_path, noise)
+            view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
         view.warm = outcome.warm
         return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _stage(
+    job_dir: Path, code: str, config_name: str, config: dict[str, Any], *, clear: bool = False
+) -> None:
+    """The job dir as a launch starts from it: the program and its config, nothing else."""
+    if clear:
+        for entry in list(job_dir.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    (job_dir / "main.py").write_text(code, encoding="utf-8")
+    (job_dir / config_name).write_text(json.dumps(config))
 
 
 def _view(

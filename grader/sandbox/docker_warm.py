@@ -167,6 +167,14 @@ class WarmDocker(WarmReadiness):
         with contextlib.suppress(Exception):
             self.container.reload()
             oom = bool(self.container.attrs["State"].get("OOMKilled"))
+        lost = work.lost()
+        if lost is not None:
+            # Whatever the launch wrote went with the volume: it runs again, cold.
+            log.warning(
+                "the work volume of %s was lost (%s); starting a cold one", self.ident, lost
+            )
+            self.destroy()
+            return None
         try:
             taken = not work.has(config_name)
             if taken:
@@ -190,6 +198,7 @@ class WarmDocker(WarmReadiness):
             output=cap.text(),
             sandbox="docker",
             output_truncated=cap.truncated,
+            warm=True,
         )
 
     # -- teardown -------------------------------------------------------------------------

@@ -103,6 +103,21 @@ class WorkVolume:
         if not self.holder.put_archive(WORKDIR_INSIDE, data.getvalue()):
             raise OSError("the engine refused the work dir's files")
 
+    def lost(self) -> str | None:
+        """Why the volume's contents are gone, or None while its holder still runs (a stopped
+        holder let the engine unmount the tmpfs: a copy would then see a new, empty one)."""
+        try:
+            self.holder.reload()
+            state = self.holder.attrs["State"]
+        except Exception as exc:
+            return f"its holder could not be inspected: {exc}"
+        if state.get("Running"):
+            return None
+        return (
+            f"its holder stopped (status {state.get('Status')}, exit {state.get('ExitCode')}, "
+            f"OOM-killed {state.get('OOMKilled')}, error {state.get('Error') or '-'})"
+        )
+
     def has(self, name: str) -> bool:
         """Whether the file `name` (top level) is in the volume."""
         import docker.errors

@@ -42,7 +42,7 @@ class FakeContainer:
         self.code = 0
         self.removed = False
         self.took_job = False
-        self.attrs: dict[str, Any] = {"State": {"OOMKilled": False}}
+        self.attrs: dict[str, Any] = {"State": {"Running": False, "OOMKilled": False}}
 
     @property
     def is_holder(self) -> bool:
@@ -50,6 +50,11 @@ class FakeContainer:
 
     def start(self) -> None:
         self.engine.started.append(self)
+        self.attrs["State"].update(Running=True, Status="running")
+
+    def stop(self, code: int) -> None:
+        self.code = code
+        self.attrs["State"].update(Running=False, Status="exited", ExitCode=code)
 
     # -- the archive API (holders) ----------------------------------------------------------
     def put_archive(self, path: str, data: bytes) -> bool:
@@ -88,12 +93,13 @@ class FakeContainer:
         yield b"supervisor starting\n"
         behaviour = self.engine.behaviour
         if behaviour == "dies":
-            self.code = 1
+            self.stop(1)
             self.done.set()
             return
         yield (READY_LINE + "\n").encode()
         config = self._wait_for_config()
         if config is None or behaviour == "ends-before-job":
+            self.stop(0)
             self.done.set()
             return
         name, cfg = config
@@ -102,6 +108,14 @@ class FakeContainer:
             del self.volume.files[name]
             self.volume.files[f".rdv-report-{cfg['nonce']}.json"] = b'{"ranks": []}'
         yield b"rank 0 says hello\n"
+        if behaviour == "holder-stops":
+            # The holder ended mid-job: when the sandbox exits nothing holds the tmpfs, the engine
+            # unmounts it, and a copy out of the stopped holder sees a fresh, empty one.
+            [holder] = [c for c in self.engine.holders() if c.volume is self.volume]
+            holder.stop(137)
+            with self.volume.changed:
+                self.volume.files.clear()
+        self.stop(0)
         self.done.set()
 
     def _wait_for_config(self) -> tuple[str, dict[str, Any]] | None:
@@ -122,7 +136,7 @@ class FakeContainer:
         return {"StatusCode": self.code}
 
     def kill(self) -> None:
-        self.code = 137
+        self.stop(137)
         self.done.set()
 
     def reload(self) -> None:
@@ -130,6 +144,7 @@ class FakeContainer:
 
     def remove(self, force: bool = False) -> None:
         self.removed = True
+        self.attrs["State"].update(Running=False, Status="removing")
         self.done.set()
         if self.volume is not None:
             with self.volume.changed:
@@ -159,7 +174,8 @@ class _Containers:
 
 class FakeEngine:
     """`behaviour`: "serves" (default), "dies" (before READY), "ends-before-job" (READY, then
-    exits without taking a config)."""
+    exits without taking a config), "holder-stops" (serves, but the work volume's holder stops
+    during the launch)."""
 
     def __init__(self, behaviour: str = "serves") -> None:
         self.behaviour = behaviour

@@ -95,7 +95,7 @@ def test_a_launch_is_served_once_and_everything_is_removed(
     assert sandbox.wait_ready(30)
     lines: list[str] = []
     outcome = sandbox.run(launch(tmp_path), CONFIG, lines.append)
-    assert outcome is not None and outcome.sandbox == "docker"
+    assert outcome is not None and outcome.sandbox == "docker" and outcome.warm
     assert outcome.exit_code == 0 and not outcome.timed_out and not outcome.oom_killed
     assert "rank 0 says hello" in outcome.output and "rank 0 says hello" in lines
     assert "supervisor starting" not in outcome.output  # start-up noise is not the launch's
@@ -148,6 +148,21 @@ def test_a_container_that_never_took_its_job_means_a_cold_start(
     assert sandbox.run(req, CONFIG, None) is None
     # The job dir is as it was: the cold sandbox finds its config there.
     assert (tmp_path / CONFIG).is_file() and (tmp_path / "main.py").is_file()
+    assert all(c.removed for c in engine.containers.created)
+
+
+def test_a_launch_whose_work_volume_was_lost_runs_again_cold(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = FakeEngine("holder-stops")
+    sandbox = warm_docker(engine)
+    sandbox.start()
+    assert sandbox.wait_ready(30)
+    with caplog.at_level("WARNING", logger="grader.sandbox.docker_warm"):
+        assert sandbox.run(launch(tmp_path), CONFIG, None) is None
+    assert "holder stopped (status exited, exit 137" in caplog.text
+    # The job dir still holds what a cold launch needs, and nothing of the lost run.
+    assert (tmp_path / CONFIG).is_file() and not (tmp_path / ".rdv-report-n1.json").exists()
     assert all(c.removed for c in engine.containers.created)
 
 

@@ -152,6 +152,17 @@ class Stack:
                     served.append(ident.strip())
         return served
 
+    def warm_reruns(self) -> list[str]:
+        """The workers' log lines of warm launches that failed the platform and ran again cold
+        (grader.launcher.WARM_RERUN_LOG, grader.sandbox.docker_warm's lost work volume)."""
+        marks = ("running it again cold", "was lost (")
+        return [
+            line
+            for worker in self.containers("grader-cpu")
+            for line in self.logs_of(worker).splitlines()
+            if any(mark in line for mark in marks)
+        ]
+
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-color", "--tail", "60", service, check=False)
 

@@ -298,4 +298,10 @@ def scale_out(stack: Stack) -> str:
     workers = stack.containers("grader-cpu")
     used = [w for w in workers if any(s in stack.logs_of(w) for s, *_ in submitted)]
     assert len(used) == 2, f"only {len(used)} of {len(workers)} workers took jobs"
-    return f"4 submissions (2 pass, 2 fail as expected) in {elapsed:.0f} s on 2 workers"
+    reruns = stack.warm_reruns()
+    for line in reruns:
+        print(f"[scale] warm launch run again cold: {line}", flush=True)
+    return (
+        f"4 submissions (2 pass, 2 fail as expected) in {elapsed:.0f} s on 2 workers; "
+        f"{len(reruns)} warm launch(es) of the whole run ran again cold"
+    )
