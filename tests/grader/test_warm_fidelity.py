@@ -150,10 +150,12 @@ def test_a_set_order_bug_fails_in_a_warm_sandbox(monkeypatch: pytest.MonkeyPatch
     assert "run.completed" in failed, failed
 
 
-# Graded cold and warm, verdicts compared: a sample of the golden suites' cases (the whole of them:
-# `python -m benchmarks warm_fidelity`), each where a rank's own process matters: generators
-# (a split drawn per rank, weights never broadcast), restarts (fresh spares for the second
-# attempt) and the simulated 2-node job (an agent and its spare ranks per node).
+# Graded warm, held to the verdict and failed checks their golden suite holds the cold (forked)
+# grading to: a sample of the golden suites' cases (every case graded both ways and compared:
+# `python -m benchmarks warm_fidelity`), each where a rank's own process matters: generators (a
+# split drawn per rank, weights never broadcast), restarts (fresh spares for the second attempt)
+# and the simulated 2-node job (an agent and its spare ranks per node). Their cold twins are the
+# golden suites' own tests, so each case is graded once here, not twice.
 SAMPLE = (
     "redteam/bug_random_split_per_rank",
     "exercises/allreduce-by-hand/fail_no_broadcast",
@@ -163,27 +165,16 @@ SAMPLE = (
 
 
 @pytest.mark.parametrize("name", SAMPLE)
-def test_a_sampled_case_is_judged_alike_cold_and_warm(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tests.grader.golden import SUITES, grade_case
+def test_a_sampled_case_is_judged_warm_as_cold(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.grader.golden import SUITES, assert_graded_as_expected
 
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
-    case = by_name[name]
-    allowed = set(case.expected.may_also_fail)
     monkeypatch.setenv(FORK_ENV, "0")
-    verdicts = []
-    for pool in (0, 3):
-        monkeypatch.setenv(warm.POOL_ENV, str(pool))
+    monkeypatch.setenv(warm.POOL_ENV, "2")
+    warm.close_pool()
+    try:
+        result = assert_graded_as_expected(by_name[name])
+    finally:
         warm.close_pool()
-        try:
-            result = grade_case(case)
-        finally:
-            warm.close_pool()
-        assert result.launch is not None, result.summary
-        served = (result.launch.warm_launches, result.launch.spare_ranks)
-        assert (served[0] > 0 and served[1] > 0) if pool else served == (0, 0), served
-        failed = {c.id for c in result.checks if c.status == "fail"} - allowed
-        verdicts.append((result.status, sorted(failed)))
-    assert verdicts[0] == verdicts[1]
-    assert verdicts[0][0] == case.expected.status
+    assert result.launch is not None, result.summary
+    assert result.launch.warm_launches > 0 and result.launch.spare_ranks > 0, result.launch
