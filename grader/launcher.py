@@ -39,7 +39,8 @@ SANDBOX_TMP = "/tmp"
 # checkpoint inspection); added to the sandbox's hard wall clock.
 SUPERVISOR_SLACK_S = 25.0
 WARM_RERUN_LOG = (
-    "grading %s: a warm launch (world size %s) ended in a platform error; running it again cold: %s"
+    "grading %s: a warm launch (world size %s; its job dir held %s) ended in a platform error; "
+    "running it again cold: %s"
 )
 
 
@@ -225,7 +226,10 @@ def run_launch(
         if outcome is not None and view is not None and view.platform_error:
             # The warm sandbox failed us (its report lost, its launcher broken): the launch runs
             # again cold, from the job's files alone, rather than end the grading in an error.
-            log.warning(WARM_RERUN_LOG, job.submission_id, launch.world_size, view.platform_error)
+            back = sorted(entry.name for entry in job_dir.iterdir())[:20]
+            log.warning(
+                WARM_RERUN_LOG, job.submission_id, launch.world_size, back, view.platform_error
+            )
             _stage(job_dir, job.code, config_name, config, clear=True)
             noise.clear()
             outcome = view = None

@@ -67,7 +67,7 @@ def test_a_warm_launch_that_lost_its_report_runs_again_cold(
     assert len(served) == 1
     assert result.status == "pass", result.model_dump_json(indent=1)[:3000]
     assert "ended in a platform error; running it again cold" in caplog.text
-    assert "no report" in caplog.text
+    assert "no report" in caplog.text and "'lost-run.txt'" in caplog.text
     assert result.launch is not None and result.launch.warm_launches == 0
     assert {r.rank for r in result.ranks} == {0, 1}
     assert all("in a clean dir" in r.output for r in result.ranks)
