@@ -76,17 +76,25 @@ class Spares:
     def __init__(self, command: list[str]) -> None:
         self.command = command
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
         self.idle: list[Spare] = []
         self.served = 0
         self.refill = 0  # replacements to start as spares are taken (restarts of this job)
+        self.pending = 0  # replacements being started
+        self.closed = False
 
     def start(self, count: int, env: dict[str, str] | None = None) -> None:
         """Start `count` spares, in `env` (default: ours)."""
         for _ in range(count):
             spare = self._spawn(os.environ if env is None else env)
-            if spare is not None:
-                with self.lock:
+            if spare is None:
+                continue
+            with self.lock:
+                if not self.closed:
                     self.idle.append(spare)
+                    self.changed.notify_all()
+                    continue
+            spare.discard()  # started as the spares were closed
 
     def _spawn(self, env: Mapping[str, str]) -> Spare | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,18 +127,33 @@ class Spares:
     def take(self) -> Spare | None:
         while True:
             with self.lock:
+                # A replacement still being started is waited for (a restart's ranks come right
+                # after the first ones were taken): it is as far along as a rank torch would start.
+                while not self.idle and self.pending and not self.closed:
+                    self.changed.wait()
                 if not self.idle:
                     return None
                 spare = self.idle.pop(0)
                 if self.refill > 0:
-                    threading.Thread(target=self.start, args=(1,), daemon=True).start()
+                    self.pending += 1
+                    threading.Thread(target=self._replace, daemon=True).start()
             if spare.wait_ready(READY_WAIT_S):
                 return spare
             spare.discard()
 
+    def _replace(self) -> None:
+        try:
+            self.start(1)
+        finally:
+            with self.lock:
+                self.pending -= 1
+                self.changed.notify_all()
+
     def close(self) -> None:
         with self.lock:
             idle, self.idle, self.refill = self.idle, [], 0
+            self.closed = True
+            self.changed.notify_all()
         for spare in idle:
             spare.discard()
 

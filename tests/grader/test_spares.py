@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +117,20 @@ def test_a_job_that_may_restart_gets_its_spares_replaced(pool: list[Spares]) -> 
     for sp in first + again:
         assert sp is not None
         sp.discard()
+
+
+def test_a_replacement_started_after_close_is_not_kept(pool: list[Spares]) -> None:
+    s = started(pool, WAITING, 1)
+    s.for_job(nproc=1, max_restarts=1)
+    first = s.take()  # its replacement starts in the background
+    assert first is not None
+    s.close()
+    assert s.take() is None  # closed: nothing is waited for
+    deadline = time.monotonic() + 30
+    while s.pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert s.pending == 0 and s.idle == []
+    first.discard()
 
 
 def test_the_agent_is_handed_spares_for_rank_commands_only(
