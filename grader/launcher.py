@@ -223,7 +223,7 @@ def run_launch(
             else None
         )
         view = _view(job, launch, outcome, report_path, noise) if outcome else None
-        if outcome is not None and view is not None and view.platform_error:
+        if view is not None and view.platform_error:
             # The warm sandbox failed us (its report lost, its launcher broken): the launch runs
             # again cold, from the job's files alone, rather than end the grading in an error.
             back = sorted(entry.name for entry in job_dir.iterdir())[:20]
@@ -232,7 +232,7 @@ def run_launch(
             )
             _stage(job_dir, job.code, config_name, config, clear=True)
             noise.clear()
-            outcome = view = None
+            view = None
         if outcome is None or view is None:  # no warm sandbox (off, none ready, it died): cold
             outcome = sandbox.run(request, on_output=on_output)
             view = _view(job, launch, outcome, report_path, noise)

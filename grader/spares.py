@@ -129,8 +129,10 @@ class Spares:
             with self.lock:
                 # A replacement still being started is waited for (a restart's ranks come right
                 # after the first ones were taken): it is as far along as a rank torch would start.
+                deadline = time.monotonic() + READY_WAIT_S
                 while not self.idle and self.pending and not self.closed:
-                    self.changed.wait()
+                    if not self.changed.wait(deadline - time.monotonic()):
+                        break  # a start that hangs: torch starts the rank itself
                 if not self.idle:
                     return None
                 spare = self.idle.pop(0)
