@@ -171,7 +171,7 @@ def run_launch(
             "wall_seconds": spec.limits.wall_seconds,
             "output_cap": spec.limits.output_bytes_per_rank,
             "sandboxed": sandbox.name != "none",
-            "fork": fork_ranks() and launch.nnodes == 1,
+            "fork": fork_ranks(),
             "harness": {
                 "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
                 "faults": launch.faults,
@@ -327,9 +327,8 @@ def spares_for(launch: Launch) -> tuple[int, int]:
     """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
     spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
     ranks where they are forked from the supervisor."""
-    if launch.nnodes > 1:
-        return launch.world_size // launch.nnodes, launch.nnodes
-    return (0 if fork_ranks() else launch.world_size), 1
+    per_node = 0 if fork_ranks() else launch.world_size // launch.nnodes
+    return per_node, launch.nnodes
 
 
 def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:

@@ -21,7 +21,9 @@ import os
 import socket
 import subprocess
 import sys
+import traceback
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +60,14 @@ def launch_nodes(
     log_dir: Path,
     entry_args: list[str],
     node_spares: list[Spares] | None = None,
+    fork: bool = False,
 ) -> tuple[dict[int, int | None], str | None, int]:
     """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error, ranks
     spare interpreters served). `node_spares`: per node, agents a warm supervisor started ahead
-    (each with its own spare ranks); a node without one gets a new process."""
+    (each with its own spare ranks); a node without one gets a new process. `fork`: each agent
+    forks its ranks (RDV_FORK_RANKS=1) instead of starting them as new interpreters."""
     port, run_id = free_port(), uuid.uuid4().hex
-    children = []
+    children: list[Callable[[], object]] = []
     for node in range(nnodes):
         spec = {
             "node": node,
@@ -75,6 +79,7 @@ def launch_nodes(
             "log_dir": str(log_dir / f"node{node}"),
             "args": entry_args,
             "result": str(log_dir / f"node{node}.json"),
+            "fork": fork,
         }
         path = log_dir.parent / f".node{node}-{run_id}.json"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -83,13 +88,17 @@ def launch_nodes(
         env = node_env(node, nproc_per_node)
         spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
         if spare is not None and hand_over(spare, argv, env, (1, 2)):
-            children.append(spare.proc)
+            children.append(spare.proc.wait)
+        elif fork:  # the agent forked from the supervisor, which imported what it needs
+            if spare is not None:
+                spare.discard()
+            children.append(_fork_node(path, env))
         else:
             if spare is not None:
                 spare.discard()
-            children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env))
-    for child in children:
-        child.wait()
+            children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env).wait)
+    for wait in children:
+        wait()
     served = 0
     failures: dict[int, int | None] = {}
     errors = []
@@ -105,6 +114,24 @@ def launch_nodes(
     # An agent whose peer failed first reports its own error; only all-error is a platform fault.
     error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
     return failures, error, served
+
+
+def _fork_node(spec_path: Path, env: dict[str, str]) -> Callable[[], object]:
+    """Run one node's agent in a child forked from this process; its wait."""
+    pid = os.fork()
+    if pid == 0:  # the node's agent: main() as `python -m grader.multinode SPEC` runs it
+        code = 1
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            code = main([str(spec_path)])
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return lambda: os.waitpid(pid, 0)
 
 
 def node_env(node: int, nproc_per_node: int) -> dict[str, str]:
@@ -170,8 +197,17 @@ def run_node(spec: dict[str, Any]) -> dict[str, Any]:
         local_addr="127.0.0.1",
         logs_specs=_logs_specs(str(spec["log_dir"])),
     )
+    entrypoint: Any = sys.executable
+    args = list(spec["args"])
+    if spec.get("fork"):
+        from grader.harness.__main__ import forked_entry
+        from grader.harness.spare import preload
+
+        preload()  # what every rank imports, once for the node's forked ranks
+        config.start_method = "fork"
+        entrypoint, args = forked_entry, args[args.index("grader.harness") + 1 :]
     try:
-        elastic_launch(config, sys.executable)(*spec["args"])
+        elastic_launch(config, entrypoint)(*args)
     except ChildFailedError as exc:
         return {"failures": {str(r): f.exitcode for r, f in exc.failures.items()}}
     except Exception as exc:
@@ -199,6 +235,10 @@ def _spare_node() -> tuple[list[str] | None, Spares | None]:
         ranks.start(count)
     import torch.distributed.launcher.api  # noqa: F401
 
+    if ranks is None:  # no spare ranks: this node's ranks will be forked from it
+        from grader.harness.spare import preload
+
+        preload()
     if ranks is not None:
         for spare in list(ranks.idle):
             spare.wait_ready(READY_WAIT_S)

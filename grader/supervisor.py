@@ -114,6 +114,7 @@ class Supervisor:
                 log_dir=self.log_dir,
                 entry_args=args,
                 node_spares=self.node_spares,
+                fork=bool(cfg.get("fork")),
             )
             if error and not self.timed_out:
                 self.launch_error = error
@@ -133,9 +134,12 @@ class Supervisor:
         entrypoint: Any = sys.executable
         if cfg.get("fork"):
             from grader.harness.__main__ import forked_entry
+            from grader.harness.spare import preload as preload_rank
 
-            # Warm: fork the ranks from this process, torch already imported (torchrun's
-            # semantics otherwise: environment, restarts, the group killed when a rank fails).
+            # Fork the ranks from this process with what every rank imports already imported
+            # (torchrun's semantics otherwise: environment, restarts, the group killed when a
+            # rank fails).
+            preload_rank()
             config.start_method = "fork"
             entrypoint, args = forked_entry, ["main.py", *cfg.get("script_args", [])]
         try:
@@ -309,21 +313,20 @@ def _kill_everything_else() -> None:
             _signal(int(entry.name), signal.SIGKILL)
 
 
-def preload() -> None:
-    """What a warm supervisor imports before a job arrives (no torch op runs: ranks fork later)."""
-    import importlib
-    import pkgutil
-
+def preload(*, forks_ranks: bool) -> None:
+    """What a warm supervisor imports before a job arrives (no torch op runs). Its own needs (the
+    launcher, the checkpoint inspection) always; what the ranks import too when they will be forked
+    from it (with spare ranks they import it themselves, beside us)."""
     import torch.distributed.launcher.api
-    import torch.distributed.optim  # compiles TorchScript on import: seconds, paid ahead
-    import torch.nn.parallel
-    import torch.utils.data  # noqa: F401
 
-    import grader.harness.hooks as hooks
     import grader.inspect_ckpt  # noqa: F401
 
-    for info in pkgutil.iter_modules(hooks.__path__):
-        importlib.import_module(f"{hooks.__name__}.{info.name}")
+    if forks_ranks:
+        import torch.distributed.optim  # noqa: F401  (compiles TorchScript on import: seconds)
+
+        from grader.harness.spare import preload as preload_rank
+
+        preload_rank()
 
 
 def wait_for_config(idle_seconds: float) -> Path | None:
@@ -396,7 +399,7 @@ def main(argv: list[str]) -> int:
         elif spare_count:
             spares = Spares(rank_command(sys.executable))
             spares.start(spare_count)
-        preload()
+        preload(forks_ranks=not spare_count and nodes == 1)
         for group in [spares, *node_spares]:
             for spare in list(group.idle) if group else []:
                 spare.wait_ready(READY_WAIT_S)

@@ -178,3 +178,43 @@ def test_a_sampled_case_is_judged_warm_as_cold(name: str, monkeypatch: pytest.Mo
         warm.close_pool()
     assert result.launch is not None, result.summary
     assert result.launch.warm_launches > 0 and result.launch.spare_ranks > 0, result.launch
+
+
+@pytest.mark.parametrize("fork", [False, True])
+def test_a_simulated_two_node_job_forks_its_agents_and_ranks_only_when_asked(
+    fork: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RDV_FORK_RANKS=1 reaches the simulated 2-node launch too: each node's agent is forked from
+    the supervisor and forks its rank, with torch and what DDP imports already imported; without
+    it every agent and rank is a new interpreter, as on two machines."""
+    from grader.api import grade
+    from grader.contract import GradeEvent
+    from grader.exercises import load_spec
+
+    exercise = "torchrun-launch/env-launch"
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
+    spec = load_spec(exercise)
+    assert spec.launch.multinode
+    spec.launch.world_sizes = []  # the 2-node launch alone: one rank on each node
+    job = Job(
+        exercise=exercise,
+        code=(HERE / "node_probe.py").read_text(),
+        spec=spec,
+        submission_id="fidelity",
+    )
+    lines: list[str] = []
+
+    def on_event(event: GradeEvent) -> None:
+        if event.kind == "output" and event.data["line"].startswith("NODE "):
+            lines.append(event.data["line"][len("NODE ") :])
+
+    result = grade(job, on_event=on_event, sandbox="bwrap")
+    assert result.launch is not None and result.launch.nnodes == 2, result.summary
+    found = {probe["rank"]: probe for probe in map(json.loads, lines)}
+    assert sorted(found) == [0, 1], (result.summary, [r.output[-2000:] for r in result.ranks])
+    for probe in found.values():
+        assert probe["ahead"] is fork, probe
+        # The agent a rank runs under: forked from the supervisor, or its own interpreter.
+        module = probe["parent"][probe["parent"].index("-m") + 1]
+        assert module == ("grader.supervisor" if fork else "grader.multinode"), probe
