@@ -8,9 +8,11 @@
 2. Real servers (`python -m app serve`, SQLite in a temp dir, the in-process executor, the bwrap
    sandbox, as `make run` serves): with `--pool=both` one cold (RDV_WARM_POOL=0) and one warm
    (RDV_WARM_POOL=size), running side by side and used in turn; `--pool=K` serves only K. A
-   learner registers and signs in through the REST API the mobile app uses, submits each graded
-   exercise's shipped solution and follows its live events: seconds from the POST to the first
-   rank output line and to the verdict, each as a ratio to the bare torchrun. Before every timed
+   learner registers and signs in through the REST API the mobile app uses, saves each graded
+   exercise's shipped solution as a draft (the editor does while they type; the server then
+   readies that exercise's launches), submits it and follows its live events: seconds from the
+   POST to the first rank output line and to the verdict, each as a ratio to the bare torchrun.
+   Before every timed
    run the benchmark waits until nothing under any server starts, ends or uses CPU (the pools
    are full and idle), and says how long it waited.
 3. The idle pool's memory: the processes under each idle server, from /proc (the server does not
@@ -148,6 +150,12 @@ class Bench:
         return seconds
 
     async def timed(self, index: int, exercise: str, code: str) -> tuple[Verdict, float]:
+        # The editor saves the learner's draft while they write (PUT /drafts/...): the server
+        # learns which exercise is coming and its pool readies that exercise's launches.
+        saved = await self.http[index].put(
+            f"/api/v1/drafts/{exercise}", json={"code": code}, headers=self.learners[index]
+        )
+        saved.raise_for_status()
         waited = await self.idle()
         verdict = await _learner.submit_and_follow(
             self.http[index], self.learners[index], exercise, code

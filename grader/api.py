@@ -20,6 +20,7 @@ from grader.checks.base import Outcome, RankView, RunView, get_check
 from grader.checks.sampler import sampler_artifact
 from grader.contract import (
     CheckResult,
+    ExerciseSpec,
     GradeEvent,
     Job,
     LaunchInfo,
@@ -323,11 +324,17 @@ def _rank_result(r: RankView) -> RankResult:
     )
 
 
+def prewarm_exercise(spec: ExerciseSpec, sandbox: str | None = None) -> None:
+    """Ready this process's warm pool for a grading of `spec` that is likely to come (a learner
+    is editing it). Returns at once; RDV_WARM_POOL=0: nothing."""
+    prewarm_for(spec, get_sandbox(sandbox))
+
+
 def prewarm(sandbox: str | None = None) -> None:
     """Start the warm pool of this process (bwrap and docker; RDV_WARM_POOL=0: nothing), so the
     first submission finds a sandbox ready. Returns at once: the pool starts them in the
     background."""
-    from grader.contract import ExerciseSpec, LaunchSpec
+    from grader.contract import LaunchSpec
     from grader.launcher import prewarm_for
 
     # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan replaces

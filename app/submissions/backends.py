@@ -44,6 +44,9 @@ class GradingBackend(Protocol):
     def wake(self) -> None:
         """A new submission was committed: look for work now rather than at the next poll."""
 
+    def expect(self, exercise: str) -> None:
+        """A learner opened or is editing this exercise: a submission of it may come soon."""
+
     def stop(self) -> None:
         """Stop taking work; a job still running is picked up again by the next start."""
 
@@ -98,6 +101,18 @@ class LocalBackend:
 
     def wake(self) -> None:
         self._wakeup.set()
+
+    def expect(self, exercise: str) -> None:
+        """Warm sandboxes for this exercise's launches (world sizes, reference and faulted runs,
+        the 2-node job) in this process's pool, so its verdict does not wait for the ones the
+        last grading of another exercise left. Returns at once; the pool starts them behind."""
+        if self._grade is not real_grade:
+            return
+        spec = self._spec_for(exercise)
+        if spec is not None:
+            from grader.api import prewarm_exercise
+
+            prewarm_exercise(spec)
 
     def stop(self) -> None:
         self._stopping.set()

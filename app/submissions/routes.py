@@ -85,6 +85,13 @@ def _wake_after_commit(request: Request, session: Session) -> None:
         event.listen(session, "after_commit", lambda _session: backend.wake(), once=True)
 
 
+def _expect(request: Request, exercise: str) -> None:
+    """The learner has this exercise open: the backend may get ready to grade it."""
+    backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
+    if backend is not None:
+        backend.expect(exercise)
+
+
 def _public(session: Session, submission: Submission, locale: str) -> SubmissionPublic:
     public = SubmissionPublic.model_validate(submission)
     public.queue_position = service.queue_position(session, submission)
@@ -226,8 +233,11 @@ def submission_events(
 
 
 @api_router.get("/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 404))
-def read_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseId) -> DraftPublic:
-    """The learner's saved, unsubmitted code for an exercise."""
+def read_draft(
+    request: Request, session: SessionDep, learner: CurrentLearner, exercise: ExerciseId
+) -> DraftPublic:
+    """The learner's saved, unsubmitted code for an exercise (the editor asks when it opens)."""
+    _expect(request, exercise)
     draft = service.get_draft(session, user_id=learner.id, exercise=exercise)
     if draft is None:
         raise DraftNotFound()
@@ -238,10 +248,15 @@ def read_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseI
     "/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 403, 404, 413)
 )
 def save_draft(
-    session: SessionDep, learner: CurrentLearner, exercise: ExerciseId, body: DraftUpdate
+    request: Request,
+    session: SessionDep,
+    learner: CurrentLearner,
+    exercise: ExerciseId,
+    body: DraftUpdate,
 ) -> DraftPublic:
     """Keep the editor's content so another device or a reload finds it."""
     draft = service.save_draft(session, user_id=learner.id, exercise=exercise, code=body.code)
+    _expect(request, exercise)
     return DraftPublic.model_validate(draft)
 
 

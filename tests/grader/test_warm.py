@@ -291,3 +291,23 @@ def test_a_warm_sandbox_starts_with_the_spares_its_key_names(tmp_path: Path) -> 
     assert isinstance(docker, WarmDocker) and (docker.spares, docker.nodes) == (1, 2)
     assert supervisor_wait_argv(60, 1, 2)[-3:] == ["--wait=60", "--spares=1", "--nodes=2"]
     assert "--nodes=1" not in supervisor_wait_argv(60, 2, 1)
+
+
+@needs_bwrap
+@pytest.mark.sandbox
+@pytest.mark.usefixtures("pool")
+def test_an_expected_exercise_becomes_the_pools_plan() -> None:
+    """What a learner has open (grader.api.prewarm_exercise) replaces the plan the last grading
+    of another exercise left: its launches, in order, are what the pool readies."""
+    from grader.api import prewarm_exercise
+    from grader.exercises import load_spec
+    from grader.launcher import plan_launches
+
+    prewarm_exercise(load_spec(EXERCISE))
+    pool = warm.get_pool()
+    assert pool is not None
+    first = list(pool.plan)
+    env_launch = load_spec("torchrun-launch/env-launch")
+    prewarm_exercise(env_launch)
+    assert len(pool.plan) == len(plan_launches(env_launch)) == 4
+    assert pool.plan != first and pool.plan[-1].nodes == 2

@@ -191,6 +191,34 @@ def test_drafts_round_trip_and_stay_private(
     assert client.get(path, headers=auth).status_code == 404
 
 
+class ExpectingBackend:
+    """Records what the draft routes tell the grading backend."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.expected: list[str] = []
+
+    def expect(self, exercise: str) -> None:
+        self.expected.append(exercise)
+
+
+def test_opening_or_editing_a_draft_tells_the_backend_which_exercise_comes(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    backend = ExpectingBackend()
+    client.app.state.grading_backend = backend  # type: ignore[attr-defined]
+    try:
+        path = f"/api/v1/drafts/{EXERCISE}"
+        assert client.get(path, headers=auth).status_code == 404  # opened, nothing saved yet
+        assert client.put(path, json={"code": "print(1)\n"}, headers=auth).status_code == 200
+        refused = client.put(path, json={"code": "x" * (MAX_CODE_BYTES + 1)}, headers=auth)
+        assert refused.status_code == 413
+    finally:
+        client.app.state.grading_backend = None  # type: ignore[attr-defined]
+    assert backend.expected == [EXERCISE, EXERCISE]  # not for the draft it refused
+
+
 def test_oversized_draft_is_refused(client: TestClient, auth: dict[str, str]) -> None:
     refused = client.put(
         f"/api/v1/drafts/{EXERCISE}", json={"code": "#" * (MAX_CODE_BYTES + 1)}, headers=auth

@@ -199,3 +199,23 @@ def test_a_rolled_back_submission_is_never_graded(
         raise RuntimeError("the request failed after the insert")
     with uow() as session:
         assert list(session.scalars(select(Submission))) == []
+
+
+def no_database() -> AbstractContextManager[Session]:
+    raise AssertionError("expecting an exercise touches no database")
+
+
+def test_expecting_an_exercise_readies_the_real_graders_pool_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import grader.api
+
+    warmed: list[ExerciseSpec] = []
+    monkeypatch.setattr(grader.api, "prewarm_exercise", warmed.append)
+    LocalBackend(no_database, spec_for=spec_for).expect("ddp-fundamentals/train")
+    LocalBackend(no_database, spec_for=spec_for).expect("no-such/exercise")
+    assert warmed == [SPEC]
+    # A stand-in grader has no pool to ready.
+    stand_in = LocalBackend(no_database, grade=FakeGrader(), spec_for=spec_for)
+    stand_in.expect("ddp-fundamentals/train")
+    assert warmed == [SPEC]
