@@ -109,10 +109,14 @@ class LocalBackend:
         if self._grade is not real_grade:
             return
         spec = self._spec_for(exercise)
-        if spec is not None:
-            from grader.api import prewarm_exercise
+        if spec is None:
+            return
+        from grader.api import prewarm_exercise
 
+        try:
             prewarm_exercise(spec)
+        except Exception:  # a hint: the learner's draft is saved whatever the pool does
+            log.exception("could not ready the warm pool for %s", exercise)
 
     def stop(self) -> None:
         self._stopping.set()

@@ -219,3 +219,16 @@ def test_expecting_an_exercise_readies_the_real_graders_pool_for_it(
     stand_in = LocalBackend(no_database, grade=FakeGrader(), spec_for=spec_for)
     stand_in.expect("ddp-fundamentals/train")
     assert warmed == [SPEC]
+
+
+def test_a_pool_that_cannot_start_never_fails_the_learners_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import grader.api
+    from grader.sandbox.base import SandboxUnavailable
+
+    def unavailable(spec: ExerciseSpec) -> None:
+        raise SandboxUnavailable("bwrap is not installed")
+
+    monkeypatch.setattr(grader.api, "prewarm_exercise", unavailable)
+    LocalBackend(no_database, spec_for=spec_for).expect("ddp-fundamentals/train")
