@@ -335,9 +335,8 @@ def prewarm(sandbox: str | None = None) -> None:
     first submission finds a sandbox ready. Returns at once: the pool starts them in the
     background."""
     from grader.contract import LaunchSpec
-    from grader.launcher import prewarm_for
 
-    # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan replaces
-    # this one as soon as it starts.
+    # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan (or the
+    # first exercise a learner opens) replaces this one.
     spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
-    prewarm_for(spec, get_sandbox(sandbox))
+    prewarm_exercise(spec, sandbox)

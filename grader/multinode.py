@@ -89,13 +89,12 @@ def launch_nodes(
         spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
         if spare is not None and hand_over(spare, argv, env, (1, 2)):
             children.append(spare.proc.wait)
-        elif fork:  # the agent forked from the supervisor, which imported what it needs
-            if spare is not None:
-                spare.discard()
+            continue
+        if spare is not None:
+            spare.discard()
+        if fork:  # the agent forked from the supervisor, which imported what it needs
             children.append(_fork_node(path, env))
         else:
-            if spare is not None:
-                spare.discard()
             children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env).wait)
     for wait in children:
         wait()
