@@ -55,7 +55,15 @@ def scripts_of(page: str) -> list[str]:
 
 def test_a_visitor_gets_the_starter_read_only_and_no_editor(client: TestClient) -> None:
     page = client.get("/lessons/ddp-fundamentals").text
-    assert scripts_of(page) == ["js/lesson.js", "js/coach.js"]
+    # The offline client and its recorder too: a visitor's steps and answers are kept on the
+    # device until they sign up or in (issue 22, point 4).
+    assert scripts_of(page) == [
+        "js/rdv-client.js",
+        "js/pwa.js",
+        "js/progress.js",
+        "js/lesson.js",
+        "js/coach.js",
+    ]
     assert "submissions.css" not in page and "<textarea" not in page
     preview = re.search(r'<section class="exercise-preview" id="ex-train".*?</section>', page, re.S)
     assert preview is not None
@@ -79,6 +87,8 @@ def test_a_learner_s_lesson_page_loads_each_script_once_editor_last(client: Test
     browser_sign_up(client)
     page = client.get("/lessons/ddp-fundamentals").text
     assert scripts_of(page) == [
+        "js/rdv-client.js",
+        "js/pwa.js",
         "js/progress.js",
         "js/lesson.js",
         "js/coach.js",
