@@ -205,6 +205,18 @@
 
     async saveServerDraft(code) {
       const local = this.readLocal() || {};
+      if (!local.base) {
+        // Never synced from this device: a draft another device saved meanwhile is a conflict.
+        const theirs = await window.RdvClient.loadDraft(this.exercise);
+        if (theirs && theirs.offline) {
+          this.$("draft").textContent = this.t.draft_saved_offline;
+          return;
+        }
+        if (theirs && theirs.code !== code) {
+          this.showConflict(theirs);
+          return;
+        }
+      }
       const saved = await window.RdvClient.saveDraft(this.exercise, code, local.base);
       if (saved.status === "saved") {
         const current = this.readLocal() || {};
