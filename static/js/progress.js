@@ -14,9 +14,13 @@
 
   function recorded() { document.dispatchEvent(new CustomEvent("rdv:recorded")); }
 
+  var account = document.querySelector('meta[name="rdv-account"]');
+  var visitor = !account || account.content !== "learner";
+
   function record(event) {
     event.id = client.newEventId();
     event.at = new Date().toISOString();
+    if (visitor) event._visitor = true; // kept for whoever signs up or in on this device
     return client.record(event).then(recorded, function () { /* no IndexedDB: not kept */ });
   }
 

@@ -13,10 +13,9 @@
   var ready = client
     ? client.setSession({ signedIn: signedIn, csrf: csrf ? csrf.content : "" }).catch(function () {})
     : Promise.resolve();
-  // Events recorded before this page loaded (e.g. as a visitor): once merged, reload to show them.
-  var loadedAt = new Date().toISOString();
-  var waitingAtLoad = !client ? Promise.resolve(0) : ready.then(client.pending).then(function (events) {
-    return events.filter(function (event) { return event.at < loadedAt; }).length;
+  // A visitor's events waiting at load: once merged into the account, reload to show them.
+  var visitorEvents = !client ? Promise.resolve(0) : ready.then(client.pending).then(function (events) {
+    return events.filter(function (event) { return event._visitor; }).length;
   }, function () { return 0; });
   var syncing = null;
 
@@ -119,7 +118,7 @@
       welcome.focus({ preventScroll: true });
     }
     if (!signedIn) return;
-    Promise.all([waitingAtLoad, sync()]).then(function (results) {
+    Promise.all([visitorEvents, sync()]).then(function (results) {
       if (results[0] > 0 && results[1].status === "synced") window.location.reload();
     });
   });

@@ -97,6 +97,13 @@
     });
   }
 
+  // An event as the API takes it: fields starting with "_" are the device's own notes.
+  function wire(event) {
+    var sent = {};
+    Object.keys(event).forEach(function (key) { if (key.charAt(0) !== "_") sent[key] = event[key]; });
+    return sent;
+  }
+
   // A refusal that sending again cannot change (not signed in, or too many requests, can).
   function refusedForGood(status) {
     return status >= 400 && status < 500 && status !== 401 && status !== 408 && status !== 429;
@@ -115,7 +122,7 @@
         return pending().then(function (events) {
           var batch = events.slice(0, BATCH);
           if (!batch.length) return { status: sent ? "synced" : "idle", sent: sent, state: state, rejected: rejected };
-          return call("POST", "/progress/events", { events: batch }, who.csrf).then(function (answer) {
+          return call("POST", "/progress/events", { events: batch.map(wire) }, who.csrf).then(function (answer) {
             if (answer.status === 401) return { status: "signed-out" };
             if (!answer.ok && !refusedForGood(answer.status)) return { status: "offline", sent: sent };
             if (answer.ok) {

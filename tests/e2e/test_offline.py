@@ -28,11 +28,11 @@ PASSWORD = "correct horse battery staple"
 RIGHT_CHOICES = ("b", "a", "b", "b", "b", "b", "a", "b")
 
 
-def api(server: LiveServer, method: str, path: str, token: str, body: Any = None) -> Any:
+def api(base_url: str, method: str, path: str, token: str, body: Any = None) -> Any:
     """The REST API as another device calls it: a bearer token, JSON."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        server.url + path,
+        base_url + path,
         data=data,
         method=method,
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
@@ -41,12 +41,16 @@ def api(server: LiveServer, method: str, path: str, token: str, body: Any = None
         return json.loads(response.read() or b"null")
 
 
-def other_device(server: LiveServer, email: str) -> str:
+def other_device(base_url: str, email: str) -> str:
     form = urllib.parse.urlencode(
         {"username": email, "password": PASSWORD, "device_name": "phone"}
     ).encode()
-    with urllib.request.urlopen(f"{server.url}/api/v1/auth/token", data=form, timeout=30) as r:
+    with urllib.request.urlopen(f"{base_url}/api/v1/auth/token", data=form, timeout=30) as r:
         return str(json.loads(r.read())["access_token"])
+
+
+def put_draft(base_url: str, token: str, code: str) -> None:
+    api(base_url, "PUT", f"/api/v1/drafts/{EXERCISE}", token, {"code": code})
 
 
 def new_learner(page: Any, next_path: str) -> str:
@@ -149,7 +153,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     steps = page.eval_on_selector_all(
         ".step-card[data-step-id]", "c => c.map(x => x.dataset.stepId)"
     )
-    token = other_device(live_server, email)
+    token = other_device(live_server.url, email)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     phone = [
         {
@@ -161,7 +165,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
         }
         for i, step in enumerate(steps[5:7])
     ]
-    api(live_server, "POST", "/api/v1/progress/events", token, {"events": phone})
+    api(live_server.url, "POST", "/api/v1/progress/events", token, {"events": phone})
 
     page.goto(f"/lessons/{LESSON}?step=1")
     page.wait_for_function("() => RdvClient.pending().then(e => e.length === 0)")
@@ -176,7 +180,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     feedback.filter(has_text="offline").wait_for()
     waiting = page.evaluate("RdvClient.pending().then(e => e.map(x => x.type))")
     assert waiting.count("step_completed") == 2 and "quiz_answered" in waiting, waiting
-    server = api(live_server, "GET", "/api/v1/progress", token)["lessons"][LESSON]
+    server = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
     assert sorted(server["completed_steps"]) == sorted(steps[5:7])  # nothing arrived yet
 
     started = time.monotonic()
@@ -186,7 +190,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     feedback.locator(".verdict--correct").wait_for()  # checked by the server, shown then
     print(f"outbox drained {drained:.2f} s after reconnecting")
 
-    merged = api(live_server, "GET", "/api/v1/progress", token)["lessons"][LESSON]
+    merged = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
     assert sorted(merged["completed_steps"]) == sorted([*steps[:2], *steps[5:7]])
     question = page.get_attribute(".step-card--quiz:not([hidden])", "data-question-id")
     assert merged["quiz"]["answers"][question]["correct"] is True
@@ -213,19 +217,20 @@ def test_a_draft_changed_on_two_devices_asks_which_to_keep(
     submit.click(force=True)  # pressed anyway: it says why nothing was sent
     assert "offline" in section.locator('[data-role="error"]').inner_text()
 
-    token = other_device(live_server, email)
-    api(live_server, "PUT", f"/api/v1/drafts/{EXERCISE}", token, {"code": "print('phone')\n"})
+    token = other_device(live_server.url, email)
+    put_draft(live_server.url, token, "print('phone')\n")
     page.context.set_offline(False)
     conflict = section.locator('[data-role="conflict"]')
     conflict.wait_for()
     assert (
-        api(live_server, "GET", f"/api/v1/drafts/{EXERCISE}", token)["code"] == "print('phone')\n"
+        api(live_server.url, "GET", f"/api/v1/drafts/{EXERCISE}", token)["code"]
+        == "print('phone')\n"
     )
     section.locator('[data-role="see-both"]').click()
     assert section.locator('[data-role="theirs"]').inner_text() == "print('phone')\n"
     section.locator('[data-role="keep-mine"]').click()
     section.locator('[data-role="draft"]').filter(has_text="Draft saved.").wait_for()
-    kept = api(live_server, "GET", f"/api/v1/drafts/{EXERCISE}", token)["code"]
+    kept = api(live_server.url, "GET", f"/api/v1/drafts/{EXERCISE}", token)["code"]
     assert "print('from the laptop')" in kept
     assert conflict.is_hidden()
 
@@ -256,3 +261,33 @@ def test_a_visitor_s_progress_is_kept_at_sign_up(page: Any) -> None:
     box = welcome.bounding_box()
     assert box is not None and 0 <= box["y"] < page.viewport_size["height"]
     assert page.evaluate("RdvClient.pending().then(e => e.length)") == 0
+
+
+def test_the_whole_course_is_kept_for_offline_reading(page: Any) -> None:
+    """Every lesson opened once (signed in, so with the editor) is saved; what it costs."""
+    new_learner(page, "/")
+    worker_ready(page)
+    lessons = page.eval_on_selector_all(
+        "li.lesson-card h3 a", "links => links.map(a => a.getAttribute('href'))"
+    )
+    assert len(lessons) == 4
+    for href in lessons:
+        page.goto(href)
+        page.locator(".cm-content").first.wait_for()
+    wait_saved(page, "/", *lessons)
+    used = page.evaluate(
+        """async () => {
+          let bytes = 0, entries = 0;
+          for (const name of await caches.keys()) {
+            const cache = await caches.open(name);
+            for (const request of await cache.keys()) {
+              bytes += (await (await cache.match(request)).blob()).size;
+              entries += 1;
+            }
+          }
+          const estimate = await navigator.storage.estimate();
+          return { bytes, entries, usage: estimate.usage };
+        }"""
+    )
+    print(f"offline storage for the whole course in one language: {used}")
+    assert used["entries"] >= len(lessons) + 10
