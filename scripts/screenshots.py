@@ -32,19 +32,26 @@ SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 GRADE_TIMEOUT_MS = 300_000
 
 
+def new_context(browser: Any, url: str, viewport: str, locale: str) -> Any:
+    """A fresh context at the viewport's size (a phone: mobile and touch) in `locale`."""
+    width, height = VIEWPORTS[viewport]
+    phone = viewport == "phone"
+    context = browser.new_context(
+        base_url=url,
+        viewport={"width": width, "height": height},
+        is_mobile=phone,
+        has_touch=phone,
+        locale=locale,
+    )
+    context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+    return context
+
+
 def shoot_pages(browser: Any, url: str, out: Path) -> None:
-    for name, (width, height) in VIEWPORTS.items():
-        phone = name == "phone"
+    for name in VIEWPORTS:
         for locale in ("en", "tr"):
             for open_page in PAGES:  # a context each: some pages sign a learner up
-                context = browser.new_context(
-                    base_url=url,
-                    viewport={"width": width, "height": height},
-                    is_mobile=phone,
-                    has_touch=phone,
-                    locale=locale,
-                )
-                context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+                context = new_context(browser, url, name, locale)
                 page = context.new_page()
                 open_page(page)
                 page.screenshot(path=str(out / f"{open_page.__name__}-{locale}-{name}.png"))
@@ -55,17 +62,9 @@ def shoot_offline(browser: Any, url: str, out: Path) -> None:
     """A lesson read offline, the offline page, and a draft conflict (another device saved)."""
     from tests.e2e.test_offline import SECTION, new_learner, other_device, put_draft, worker_ready
 
-    for name, (width, height) in VIEWPORTS.items():
-        phone = name == "phone"
+    for name in VIEWPORTS:
         for locale in ("en", "tr"):
-            context = browser.new_context(
-                base_url=url,
-                viewport={"width": width, "height": height},
-                is_mobile=phone,
-                has_touch=phone,
-                locale=locale,
-            )
-            context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+            context = new_context(browser, url, name, locale)
             page = context.new_page()
             email = new_learner(page, "/lessons/ddp-fundamentals#ex-train")
             page.locator(SECTION).locator(".cm-content").wait_for()

@@ -2,7 +2,8 @@
 // Draft: kept in localStorage on every change and, when signed in, on the server through the
 // reference client (rdv-client.js: PUT /api/v1/drafts/<exercise> with the server version it was
 // edited from); offline it waits on the device, and when another device saved meanwhile the
-// learner chooses: keep mine, take theirs, or see both. Never a silent overwrite. Submit: POST /api/v1/submissions with an Idempotency-Key, then
+// learner chooses: keep mine, take theirs, or see both. Never a silent overwrite; offline, Submit
+// says it needs the network. Submit: POST /api/v1/submissions with an Idempotency-Key, then
 // live Server-Sent Events (the browser's EventSource resumes with Last-Event-ID on its own).
 (function () {
   "use strict";
