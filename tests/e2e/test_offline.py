@@ -291,3 +291,31 @@ def test_the_whole_course_is_kept_for_offline_reading(page: Any) -> None:
     )
     print(f"offline storage for the whole course in one language: {used}")
     assert used["entries"] >= len(lessons) + 10
+
+
+def test_a_new_worker_version_carries_the_saved_lessons_over_and_drops_old_caches(
+    page: Any,
+) -> None:
+    page.goto(f"/lessons/{LESSON}")
+    worker_ready(page)
+    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")
+    old = page.evaluate("caches.keys()")
+    assert old and all(name.rsplit("-", 1)[1] == old[0].rsplit("-", 1)[1] for name in old), old
+
+    def new_version(route: Any) -> None:  # what a changed asset makes: another version
+        response = route.fetch()
+        body = response.text().replace('"version": "', '"version": "next', 1)
+        route.fulfill(response=response, body=body)
+
+    page.context.route("**/sw.js", new_version)
+    page.evaluate("navigator.serviceWorker.getRegistration().then(r => r.update())")
+    page.wait_for_function(
+        "() => caches.keys().then(names => names.length > 0 && "
+        "names.every(name => name.split('-').pop().startsWith('next')))",
+        timeout=30_000,
+    )
+    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")  # fetched again
+    page.context.set_offline(True)
+    page.reload()
+    assert page.get_attribute("#lesson", "data-lesson-id") == LESSON
+    page.context.set_offline(False)
