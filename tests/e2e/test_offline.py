@@ -8,6 +8,7 @@ steps read and 8 questions answered stay 16 and 8 after registering, welcome not
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import urllib.parse
 import urllib.request
@@ -15,8 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from app.config import REPO_ROOT
 from tests.e2e.accounts import register, sign_in_after_registering
-from tests.e2e.conftest import CHROMIUM, LiveServer
+from tests.e2e.conftest import CHROMIUM, LiveServer, start_live_server, stop_live_server
 from tests.e2e.test_accessibility import violations
 
 LESSON = "ddp-fundamentals"
@@ -319,3 +321,36 @@ def test_a_new_worker_version_carries_the_saved_lessons_over_and_drops_old_cache
     page.reload()
     assert page.get_attribute("#lesson", "data-lesson-id") == LESSON
     page.context.set_offline(False)
+
+
+def test_a_lesson_edited_by_an_instructor_replaces_the_saved_copy_on_the_next_online_visit(
+    browser: Any, tmp_path: Path
+) -> None:
+    lessons = tmp_path / "lessons"
+    shutil.copytree(REPO_ROOT / "lessons", lessons)
+    server = start_live_server(tmp_path, {"RDV_LESSONS_DIR": str(lessons)})
+    context = browser.new_context(base_url=server.url)
+    try:
+        page = context.new_page()
+        page.goto(f"/lessons/{LESSON}")
+        worker_ready(page)
+        wait_saved(page, f"/lessons/{LESSON}")
+        before = page.inner_text("#lesson-title")
+        lesson_file = next(lessons.glob(f"*-{LESSON}/lesson.yaml"))
+        text = lesson_file.read_text("utf-8")
+        lesson_file.write_text(text.replace(before, f"{before} (edited)", 1), "utf-8")
+        deadline = time.monotonic() + 30  # the server looks for edits once a second
+        while page.inner_text("#lesson-title") != f"{before} (edited)":
+            assert time.monotonic() < deadline, "the edit never showed online"
+            page.wait_for_timeout(300)
+            page.reload()  # online: the new text, and the saved copy replaced
+        page.wait_for_function(  # the copy is written just after the page is answered
+            f"""() => caches.match("/lessons/{LESSON}")
+                .then(r => r && r.text()).then(t => Boolean(t && t.includes("(edited)")))"""
+        )
+        context.set_offline(True)
+        page.reload()
+        assert page.inner_text("#lesson-title") == f"{before} (edited)"
+    finally:
+        context.close()
+        stop_live_server(server)
