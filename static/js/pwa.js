@@ -10,9 +10,24 @@
   var account = document.querySelector('meta[name="rdv-account"]');
   var signedIn = Boolean(account && account.content === "learner");
   var csrf = document.querySelector('meta[name="csrf-token"]');
-  var ready = client
-    ? client.setSession({ signedIn: signedIn, csrf: csrf ? csrf.content : "" }).catch(function () {})
-    : Promise.resolve();
+  var ready = !client ? Promise.resolve() : client.session().then(function (previous) {
+    if (previous.signedIn && !signedIn) return forgetSavedPages();
+  }).then(function () {
+    return client.setSession({ signedIn: signedIn, csrf: csrf ? csrf.content : "" });
+  }).catch(function () {});
+
+  // Signed out: the saved pages showed that learner's progress; the next person must not see it.
+  function forgetSavedPages() {
+    if (!window.caches) return Promise.resolve();
+    return caches.keys().then(function (names) {
+      return Promise.all(names.map(function (name) {
+        if (name.indexOf("rdv-pages-") === 0) return caches.delete(name);
+        if (name.indexOf("rdv-shell-") === 0) {
+          return caches.open(name).then(function (cache) { return cache.delete("/"); });
+        }
+      }));
+    });
+  }
   // A visitor's events waiting at load: once merged into the account, reload to show them.
   var visitorEvents = !client ? Promise.resolve(0) : ready.then(client.pending).then(function (events) {
     return events.filter(function (event) { return event._visitor; }).length;

@@ -167,6 +167,7 @@
     pending: pending,
     syncProgress: syncProgress,
     setSession: setSession,
+    session: session,
     saveDraft: saveDraft,
     loadDraft: loadDraft
   };

@@ -354,3 +354,22 @@ def test_a_lesson_edited_by_an_instructor_replaces_the_saved_copy_on_the_next_on
     finally:
         context.close()
         stop_live_server(server)
+
+
+def test_signing_out_forgets_the_saved_pages(page: Any) -> None:
+    """They showed that learner's progress: the next person on the device must not see it."""
+    new_learner(page, f"/lessons/{LESSON}")
+    worker_ready(page)
+    wait_saved(page, f"/lessons/{LESSON}")
+    page.locator('.account-nav button[type="submit"]').click()  # Sign out
+    page.wait_for_selector('meta[name="rdv-account"][content="visitor"]', state="attached")
+    page.wait_for_function(
+        """() => caches.keys().then(async names => {
+          for (const name of names) {
+            const cache = await caches.open(name);
+            if ((await cache.keys()).some(r => new URL(r.url).pathname.startsWith("/lessons/")))
+              return false;
+          }
+          return true;
+        })"""
+    )
