@@ -28,21 +28,29 @@
       }));
     });
   }
+
   // A visitor's events waiting at load: once merged into the account, reload to show them.
   var visitorEvents = !client ? Promise.resolve(0) : ready.then(client.pending).then(function (events) {
     return events.filter(function (event) { return event._visitor; }).length;
   }, function () { return 0; });
   var syncing = null;
+  var again = false; // an event recorded while a sync was on its way: one more round after it
 
   function sync() {
     if (!client || !signedIn) return Promise.resolve({ status: "signed-out" });
-    if (!syncing) {
-      syncing = ready.then(client.syncProgress).then(function (outcome) {
-        syncing = null;
-        document.dispatchEvent(new CustomEvent("rdv:synced", { detail: outcome }));
-        return outcome;
-      });
+    if (syncing) {
+      again = true;
+      return syncing;
     }
+    syncing = ready.then(client.syncProgress).then(function (outcome) {
+      syncing = null;
+      document.dispatchEvent(new CustomEvent("rdv:synced", { detail: outcome }));
+      if (again && (outcome.status === "synced" || outcome.status === "idle")) {
+        again = false;
+        sync();
+      }
+      return outcome;
+    });
     return syncing;
   }
 
