@@ -63,6 +63,18 @@ def new_learner(page: Any, next_path: str) -> str:
     return email
 
 
+def wait_until(page: Any, predicate: str, timeout_s: float = 30) -> None:
+    """Poll an async predicate (`page.wait_for_function` takes a returned Promise as truthy)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(predicate):
+        assert time.monotonic() < deadline, f"still false after {timeout_s} s: {predicate}"
+        page.wait_for_timeout(50)
+
+
+def outbox_empty(page: Any) -> None:
+    wait_until(page, "() => RdvClient.pending().then(events => events.length === 0)")
+
+
 def worker_ready(page: Any) -> None:
     page.wait_for_function("() => navigator.serviceWorker.controller !== null", timeout=30_000)
 
@@ -170,7 +182,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     api(live_server.url, "POST", "/api/v1/progress/events", token, {"events": phone})
 
     page.goto(f"/lessons/{LESSON}?step=1")
-    page.wait_for_function("() => RdvClient.pending().then(e => e.length === 0)")
+    outbox_empty(page)
     page.context.set_offline(True)
     page.click('[data-step-nav="next"]')
     page.click('[data-step-nav="next"]')
@@ -187,7 +199,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
 
     started = time.monotonic()
     page.context.set_offline(False)
-    page.wait_for_function("() => RdvClient.pending().then(e => e.length === 0)")
+    outbox_empty(page)
     drained = time.monotonic() - started
     feedback.locator(".verdict--correct").wait_for()  # checked by the server, shown then
     print(f"outbox drained {drained:.2f} s after reconnecting")
@@ -249,9 +261,10 @@ def test_a_visitor_s_progress_is_kept_at_sign_up(page: Any) -> None:
         form.locator(f'input[name="choice"][value="{choice}"]').check()
         form.locator('button[type="submit"]').click()
         form.locator(".verdict--correct").wait_for()
-    page.wait_for_function(
+    wait_until(
+        page,
         "() => RdvClient.pending()"
-        ".then(e => e.filter(x => x.type === 'quiz_answered').length === 8)"
+        ".then(e => e.filter(x => x.type === 'quiz_answered').length === 8)",
     )
 
     new_learner(page, "/")
@@ -298,28 +311,26 @@ def test_the_whole_course_is_kept_for_offline_reading(page: Any) -> None:
 def test_a_new_worker_version_carries_the_saved_lessons_over_and_drops_old_caches(
     page: Any,
 ) -> None:
-    page.goto(f"/lessons/{LESSON}")
+    """An older version's caches (a lesson saved, a stale shell) meet a newly installed worker:
+    the lesson is fetched afresh into the new version's cache and the old caches are gone."""
+    page.goto("/")
     worker_ready(page)
-    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")
-    old = page.evaluate("caches.keys()")
-    assert old and all(name.rsplit("-", 1)[1] == old[0].rsplit("-", 1)[1] for name in old), old
-
-    def new_version(route: Any) -> None:  # what a changed asset makes: another version
-        response = route.fetch()
-        body = response.text().replace('"version": "', '"version": "next', 1)
-        route.fulfill(response=response, body=body)
-
-    page.context.route("**/sw.js", new_version)
-    page.evaluate("navigator.serviceWorker.getRegistration().then(r => r.update())")
-    page.wait_for_function(
-        "() => caches.keys().then(names => names.length > 0 && "
-        "names.every(name => name.split('-').pop().startsWith('next')))",
-        timeout=30_000,
+    page.evaluate(
+        """async () => {
+          for (const name of await caches.keys()) await caches.delete(name);
+          const html = { headers: { "Content-Type": "text/html" } };
+          const pages = await caches.open("rdv-pages-0ld");
+          await pages.put("/lessons/torchrun-launch", new Response("<p>old copy</p>", html));
+          await (await caches.open("rdv-shell-0ld")).put("/offline", new Response("old", html));
+          // Another script URL: the browser installs it as a new worker (same scope).
+          await navigator.serviceWorker.register("/sw.js?install=again");
+        }"""
     )
-    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")  # fetched again
+    wait_until(page, "() => caches.keys().then(names => !names.some(n => n.endsWith('-0ld')))")
+    wait_saved(page, "/lessons/torchrun-launch")
     page.context.set_offline(True)
-    page.reload()
-    assert page.get_attribute("#lesson", "data-lesson-id") == LESSON
+    page.goto("/lessons/torchrun-launch")
+    assert page.get_attribute("#lesson", "data-lesson-id") == "torchrun-launch"  # not "old copy"
     page.context.set_offline(False)
 
 
@@ -344,9 +355,10 @@ def test_a_lesson_edited_by_an_instructor_replaces_the_saved_copy_on_the_next_on
             assert time.monotonic() < deadline, "the edit never showed online"
             page.wait_for_timeout(300)
             page.reload()  # online: the new text, and the saved copy replaced
-        page.wait_for_function(  # the copy is written just after the page is answered
+        wait_until(
+            page,  # the copy is written just after the page is answered
             f"""() => caches.match("/lessons/{LESSON}")
-                .then(r => r && r.text()).then(t => Boolean(t && t.includes("(edited)")))"""
+                .then(r => r && r.text()).then(t => Boolean(t && t.includes("(edited)")))""",
         )
         context.set_offline(True)
         page.reload()
@@ -363,7 +375,8 @@ def test_signing_out_forgets_the_saved_pages(page: Any) -> None:
     wait_saved(page, f"/lessons/{LESSON}")
     page.locator('.account-nav button[type="submit"]').click()  # Sign out
     page.wait_for_selector('meta[name="rdv-account"][content="visitor"]', state="attached")
-    page.wait_for_function(
+    wait_until(
+        page,
         """() => caches.keys().then(async names => {
           for (const name of names) {
             const cache = await caches.open(name);
@@ -371,5 +384,5 @@ def test_signing_out_forgets_the_saved_pages(page: Any) -> None:
               return false;
           }
           return true;
-        })"""
+        })""",
     )

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.e2e.accounts import register, sign_in_after_registering
+from tests.e2e.test_offline import outbox_empty
 
 LESSON = "ddp-fundamentals"
 
@@ -30,7 +31,7 @@ def test_progress_is_recorded_and_the_page_resumes(page: Any) -> None:
         with page.expect_response(_is_sync) as synced:
             page.click('[data-step-nav="next"]')
         assert synced.value.status == 200
-    page.wait_for_function("() => RdvClient.pending().then(events => events.length === 0)")
+    outbox_empty(page)
 
     state = page.request.get("/api/v1/progress").json()["lessons"][LESSON]
     steps = page.eval_on_selector_all(".step-card", "cards => cards.map(c => c.dataset.stepId)")
