@@ -117,6 +117,8 @@ def test_the_site_is_installable(browser: Any, live_server: LiveServer, tmp_path
         assert json.loads(manifest["data"])["display"] == "standalone"
         errors = cdp.send("Page.getInstallabilityErrors")["installabilityErrors"]
         assert errors == [], errors
+        page.reload()  # the browser offers to install: the header's button shows
+        page.locator("[data-install]").filter(has_text="Install the app").wait_for()
     finally:
         context.close()
 
