@@ -91,7 +91,9 @@
       if (moveFocus) {
         // Focus the new title without scrolling, then bring the card's top into view only when it
         // is above the screen: on a phone the buttons stay where the thumb is.
-        var title = card.querySelector(".step-card__title");
+        // (An exercise's card has its own heading: it takes the focus the same way.)
+        var title = card.querySelector(".step-card__title") || card.querySelector("h3");
+        if (title && !title.hasAttribute("tabindex")) title.setAttribute("tabindex", "-1");
         if (title) title.focus({ preventScroll: true });
         var top = root.getBoundingClientRect().top;
         if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });

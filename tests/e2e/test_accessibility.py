@@ -56,6 +56,7 @@ def exercise_preview(page: Any) -> None:
 
 def failed_exercise(page: Any) -> None:
     sign_up(page, LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card in the lesson's sequence
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     shown = failed_result(page.evaluate("document.documentElement.lang"))
