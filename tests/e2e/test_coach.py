@@ -90,7 +90,7 @@ def test_why_did_this_fail_explains_the_check_in_turkish_on_a_phone(
         browser, live_server, viewport={"width": 390, "height": 844}, is_mobile=True
     )
     store_graded_run(live_server, email, "bug_no_set_epoch")
-    page.goto(f"{LESSON_URL}?locale=tr")
+    page.goto(f"{LESSON_URL}?locale=tr#exercise-train")  # the exercise's card
     failed = page.locator('.sub__check[data-check="sampler.set_epoch"]')
     why = failed.get_by_role("button", name="Bu neden başarısız oldu?")
     why.click()
