@@ -205,44 +205,32 @@ def test_monitored_barrier_names_the_late_rank_on_a_gloo_group(tmp_path: Path) -
     assert "rank 0 watch: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms" in output
 
 
+SKIPPED_COLLECTIVE = """
+import datetime, time, torch, torch.distributed as dist
+dist.init_process_group(timeout=datetime.timedelta(seconds={timeout}))
+if dist.get_rank() == 0:
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1))  # rank 1 never calls it
+    except RuntimeError as exc:
+        print(f"failed after {{time.monotonic() - start:.0f}}s: {{exc}}", flush=True)
+else:
+    time.sleep({rank_1_lives})  # 0: rank 1 finishes and exits at once
+"""
+
+
 def test_a_skipped_collective_times_out_or_fails_at_once(tmp_path: Path) -> None:
     """Lesson 1 and 2: a collective one rank skips waits for the timeout while the other rank
     lives on (gloo's message names no collective), and fails at once, as if a worker crashed,
     when the other rank has already exited."""
     waits = _torchrun(
-        tmp_path,
-        """
-        import datetime, time, torch, torch.distributed as dist
-        dist.init_process_group(timeout=datetime.timedelta(seconds=3))
-        if dist.get_rank() == 0:
-            start = time.monotonic()
-            try:
-                dist.all_reduce(torch.ones(1))
-            except RuntimeError as exc:
-                print(f"waited {time.monotonic() - start:.0f}s: {exc}", flush=True)
-        else:
-            time.sleep(8)  # alive, but never calls the all-reduce
-        """,
-        "--nproc-per-node",
-        "2",
+        tmp_path, SKIPPED_COLLECTIVE.format(timeout=3, rank_1_lives=8), "--nproc-per-node", "2"
     )
     output = waits.stdout + waits.stderr
     assert "Timed out waiting 3000ms for recv operation to complete" in output
-    assert "all_reduce" not in output.split("waited", 1)[1].splitlines()[0]
+    assert "all_reduce" not in output.split("failed after", 1)[1].splitlines()[0]
     exits = _torchrun(
-        tmp_path,
-        """
-        import datetime, time, torch, torch.distributed as dist
-        dist.init_process_group(timeout=datetime.timedelta(seconds=60))
-        if dist.get_rank() == 0:
-            start = time.monotonic()
-            try:
-                dist.all_reduce(torch.ones(1))  # rank 1 has finished and exited
-            except RuntimeError as exc:
-                print(f"failed after {time.monotonic() - start:.0f}s: {exc}", flush=True)
-        """,
-        "--nproc-per-node",
-        "2",
+        tmp_path, SKIPPED_COLLECTIVE.format(timeout=60, rank_1_lives=0), "--nproc-per-node", "2"
     )
     output = exits.stdout + exits.stderr
     assert "Connection closed by peer" in output
