@@ -188,9 +188,9 @@ def lesson_page(
     question: Annotated[str | None, Query(max_length=100)] = None,
     choice: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """One lesson: a sequence of cards shown one at a time (`?step=N`): the steps, then the quick
-    check's questions, one per card (`?question=<id>` opens that question's card); then the
-    exercises and the next lesson.
+    """One lesson: a sequence of cards shown one at a time (`?step=N` is the Nth card), in the
+    lesson's order (its `sequence`, else steps, quiz, exercises): steps, quick-check questions
+    (`?question=<id>` opens that question's card) and exercises; then the next lesson.
 
     `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
     JavaScript) posts to the learning domain, which records the answer and redirects here. A
