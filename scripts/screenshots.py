@@ -107,6 +107,7 @@ def shoot_live(browser: Any, url: str, out: Path) -> None:
         page = context.new_page()
         sign_up(page)
         page.screenshot(path=str(out / f"welcome-en-{name}.png"))
+        page.goto("/lessons/ddp-fundamentals#exercise-train")  # the exercise's card
         section = page.locator(SECTION)
         section.locator(".cm-content").wait_for()
         section.locator('[data-role="submit"]').click()

@@ -51,7 +51,10 @@ class StepIndex:
         )
         rows = []
         for loaded in catalog.ordered:
-            for position, step in enumerate(loaded.lesson.steps, start=1):
+            # The step's card in the lesson's sequence (steps, questions and exercises).
+            cards = loaded.lesson.cards()
+            for step in loaded.lesson.steps:
+                position = cards.index(("step", step.id)) + 1
                 for locale in SUPPORTED_LOCALES:
                     title = step.title.get(locale) or step.title.en
                     body = step.body.get(locale) or step.body.en

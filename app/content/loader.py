@@ -162,6 +162,7 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     for index, question in enumerate(lesson.quiz):
         problems += _duplicates(file, tree, question.choices, ("quiz", index, "choices"))
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
+    problems += _sequence_problems(file, tree, lesson)
     step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
         problems += _hint_level_problems(file, tree, index, exercise)
@@ -193,6 +194,48 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
 
 
 HINT_LEVELS = ("nudge", "pointer", "fix")
+
+
+def _sequence_problems(file: Path, tree: Any, lesson: Lesson) -> list[Problem]:
+    """A `sequence` names every step, question and exercise of the lesson exactly once."""
+    if lesson.sequence is None:
+        return []
+    known = {
+        "step": [step.id for step in lesson.steps],
+        "question": [question.id for question in lesson.quiz],
+        "exercise": [exercise.id for exercise in lesson.exercises],
+    }
+    section = {"step": "steps", "question": "quiz", "exercise": "exercises"}
+    problems: list[Problem] = []
+    seen: dict[tuple[str, str], int] = {}
+    for index, item in enumerate(lesson.sequence):
+        kind, item_id = item.card
+        loc: tuple[str | int, ...] = ("sequence", index, kind)
+        if item_id not in known[kind]:
+            message = (
+                f"{item_id!r} is not in `{section[kind]}`: use the id of one of the lesson's "
+                f"{section[kind]} ({', '.join(known[kind]) or 'there are none'})"
+            )
+        elif (kind, item_id) in seen:
+            first = format_loc(("sequence", seen[kind, item_id]))
+            message = f"{item_id!r} is listed twice (first at {first}); list each card once"
+        else:
+            seen[kind, item_id] = index
+            continue
+        problems.append(Problem(file, line_of(tree, loc), format_loc(loc), message))
+    for kind_name, ids in known.items():
+        left_out = [item_id for item_id in ids if (kind_name, item_id) not in seen]
+        if left_out:
+            problems.append(
+                Problem(
+                    file,
+                    line_of(tree, ("sequence",)),
+                    "sequence",
+                    f"leaves out the {section[kind_name]} {', '.join(left_out)}: add "
+                    f"`- {kind_name}: <id>` where the learner should meet each",
+                )
+            )
+    return problems
 
 
 def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) -> list[Problem]:

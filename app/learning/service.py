@@ -284,6 +284,7 @@ def course_standing(session: Session, user_id: uuid.UUID) -> dict[str, LessonSta
             step_ids=[step.id for step in lesson.steps],
             question_ids=[question.id for question in lesson.quiz],
             exercise_slugs=[exercise.id for exercise in lesson.exercises],
+            cards=lesson.cards(),
         )
     return standings
 

@@ -1,5 +1,5 @@
-// Lesson page: one card at a time (buttons, links, arrow keys): the steps, then the quick check's
-// questions, each answered in place.
+// Lesson page: one card at a time (buttons, links, arrow keys), in the lesson's own sequence:
+// steps, quick-check questions (each answered in place) and exercises.
 // Without JavaScript the same links and forms work as ordinary page loads.
 (function () {
   "use strict";
@@ -8,8 +8,8 @@
   if (steps) setUpSteps(steps);
   document.querySelectorAll("form.quiz-question[data-api]").forEach(setUpQuestion);
 
-  // The lesson is one sequence of cards: the steps, then the quick check's questions (one per
-  // card). After the last card come the exercises; the status and the meter count them too.
+  // The lesson is one sequence of cards in the author's order: steps, questions (one per card)
+  // and exercises. After the last card comes the next lesson.
   function setUpSteps(root) {
     var cards = Array.prototype.slice.call(root.querySelectorAll(".step-card"));
     var status = document.getElementById("step-status");
@@ -23,36 +23,30 @@
     var meterBox = root.querySelector(".step-meter");
     var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
 
-    // Where the learner is in the whole sequence: a card, or an exercise below the cards.
+    // Where the learner is in the whole sequence.
     function setPart(node) {
       var position = parseInt(node.getAttribute("data-step-index"), 10);
       if (meterBox && position) meterBox.value = Math.min(position, parts);
       if (status) status.textContent = node.getAttribute("data-progress-label");
     }
 
-    // The card a link's #fragment points into (#quiz is the quick check's first question).
+    // The card a link's #fragment points into (#quiz is the quick check's first question,
+    // #exercises the first exercise).
     function cardOf(hash) {
       if (!hash || hash.length < 2) return 0;
-      var target = hash === "#quiz" ? root.querySelector(".step-card--quiz") : document.getElementById(decodeURIComponent(hash.slice(1)));
+      var target = hash === "#quiz" ? root.querySelector(".step-card--quiz")
+        : hash === "#exercises" ? root.querySelector(".step-card--exercise")
+        : document.getElementById(decodeURIComponent(hash.slice(1)));
       var card = target && target.closest && target.closest(".step-card");
       return card ? cards.indexOf(card) + 1 : 0;
     }
-    function exerciseOf(hash) {
-      var exercises = document.querySelectorAll(".exercise[data-step-index]");
-      if (hash === "#exercises") return exercises[0] || null;
-      var target = hash && hash.length > 1 && document.getElementById(decodeURIComponent(hash.slice(1)));
-      return (target && target.closest && target.closest(".exercise[data-step-index]")) || null;
-    }
     function follow(hash, moveFocus) {
       var index = cardOf(hash);
-      if (index) {
-        show(index, moveFocus, true);
-        var target = hash === "#quiz" ? null : document.getElementById(decodeURIComponent(hash.slice(1)));
-        if (target && !moveFocus) target.scrollIntoView({ block: "start" });
-        return;
-      }
-      var exercise = exerciseOf(hash);
-      if (exercise) setPart(exercise);
+      if (!index) return;
+      show(index, moveFocus, true);
+      var special = hash === "#quiz" || hash === "#exercises";
+      var target = special ? null : document.getElementById(decodeURIComponent(hash.slice(1)));
+      if (target && !moveFocus) target.scrollIntoView({ block: "start" });
     }
     window.addEventListener("hashchange", function () { follow(window.location.hash, true); });
 
@@ -97,7 +91,9 @@
       if (moveFocus) {
         // Focus the new title without scrolling, then bring the card's top into view only when it
         // is above the screen: on a phone the buttons stay where the thumb is.
-        var title = card.querySelector(".step-card__title");
+        // (An exercise's card has its own heading: it takes the focus the same way.)
+        var title = card.querySelector(".step-card__title") || card.querySelector("h3");
+        if (title && !title.hasAttribute("tabindex")) title.setAttribute("tabindex", "-1");
         if (title) title.focus({ preventScroll: true });
         var top = root.getBoundingClientRect().top;
         if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });

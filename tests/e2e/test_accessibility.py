@@ -42,7 +42,8 @@ def lesson_step(page: Any) -> None:
 
 def quick_check(page: Any) -> None:
     page.goto(LESSON_URL)
-    page.locator("[data-step-link-last]").click()  # the quick check in the list of the lesson
+    # A quick-check card from the list of the lesson's cards.
+    page.locator('.step-index [data-card-kind="question"]').first.click()
     form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
     form.locator('input[name="choice"]').first.check()
     form.locator('button[type="submit"]').click()
@@ -56,6 +57,7 @@ def exercise_preview(page: Any) -> None:
 
 def failed_exercise(page: Any) -> None:
     sign_up(page, LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card in the lesson's sequence
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     shown = failed_result(page.evaluate("document.documentElement.lang"))
