@@ -303,12 +303,18 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
 
 
 def _backend(view: RunView, launch: Launch) -> str:
+    """The backend the group used for the launch's device: a config such as "cpu:gloo,cuda:nccl"
+    (what a group made without a backend, or with one per device, reports) names one per device."""
+    default = "nccl" if launch.device == "cuda" else "gloo"
     for _, e in view.typed(Init):
-        backend = e.backend
-        if backend and backend != "undefined" and ":" not in backend:
-            return str(backend)
-        return "nccl" if launch.device == "cuda" else "gloo"
-    return "nccl" if launch.device == "cuda" else "gloo"
+        backend = str(e.backend or "")
+        if not backend or backend == "undefined":
+            return default
+        if ":" not in backend:
+            return backend
+        per_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        return per_device.get(launch.device, default)
+    return default
 
 
 def _rank_result(r: RankView) -> RankResult:
