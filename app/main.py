@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI
 
 from app.auth import account_pages
 from app.auth import pages as auth_pages
+from app.analytics import routes as analytics_routes
 from app.auth import routes as auth_routes
 from app.auth import service as auth_service
 from app.auth.csrf import CSRFCookieMiddleware, csrf_context
@@ -106,8 +107,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(learning_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(submission_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(coach_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(analytics_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(web_routes.router)
     app.include_router(coach_pages.router)
+    app.include_router(analytics_routes.router)
     app.include_router(auth_pages.router)
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
