@@ -44,12 +44,12 @@ def _rows(report: AnalyticsReport, table: Table) -> Iterator[list[Any]]:
     elif table == "exercises":
         yield [
             "exercise", "title", "locale", "opened", "submitted", "passed", "passed_first",
-            "median_submissions", "median_seconds_to_pass", "failed_submissions",
+            "median_submissions", "median_minutes_to_pass", "failed_submissions",
         ]  # fmt: skip
         for e in report.exercises:
             yield [
                 e.exercise, e.title, e.locale or "all", n(e.opened), n(e.submitted),
-                n(e.passed), n(e.passed_first), e.median_submissions, e.median_seconds_to_pass,
+                n(e.passed), n(e.passed_first), e.median_submissions, e.median_minutes_to_pass,
                 n(e.failed_submissions),
             ]  # fmt: skip
     else:

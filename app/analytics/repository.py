@@ -1,20 +1,34 @@
 """The analytics queries: SQL over progress events, drafts and submissions, grouped in the
-database. Every count is of distinct learners unless its name says submissions.
+database so that what comes back is a few rows per step, question, choice, exercise and check,
+never a row per learner. Every count is of distinct learners unless its name says submissions:
+each query groups by (item, learner) first, then counts learners per item (a hash aggregate,
+where COUNT(DISTINCT) would sort).
 
-A learner's locale, when the figures are split by locale, is the interface language of their
-first progress event in the lesson (else of their first submission there): one locale per
-learner, so the per-locale figures add up to the totals. Learners with neither are ''.
+Split by locale, a row's locale is the interface language its own event or submission was sent
+in ('' when unknown: events older than the column, and drafts, which carry none); a learner who
+changed language counts once in each.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func, literal, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    and_,
+    case,
+    cast,
+    exists,
+    func,
+    literal,
+    select,
+    text,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
 from app.learning.models import ProgressEvent
@@ -26,7 +40,8 @@ JUDGED = ("pass", "fail")
 
 @dataclass(frozen=True)
 class Window:
-    """What one report reads: a lesson's events and its exercises' submissions in [since, until)."""
+    """What one query reads: a lesson's events and its exercises' submissions in
+    [since, until), grouped by locale or not."""
 
     lesson_id: str
     exercises: tuple[str, ...]
@@ -44,141 +59,141 @@ def _in_range(column: Any, window: Window) -> list[ColumnElement[bool]]:
     return conditions
 
 
-def _learner_locales(window: Window) -> Any:
-    """(user_id, locale): each learner's first known interface language in the lesson."""
-    events = select(
-        ProgressEvent.user_id.label("user_id"),
-        ProgressEvent.locale.label("locale"),
-        ProgressEvent.at.label("at"),
-        literal(0).label("source"),
-    ).where(ProgressEvent.lesson_id == window.lesson_id, ProgressEvent.locale.is_not(None))
-    submitted = select(
-        Submission.user_id.label("user_id"),
-        Submission.locale.label("locale"),
-        Submission.created_at.label("at"),
-        literal(1).label("source"),
-    ).where(Submission.exercise.in_(window.exercises))
-    known = union_all(events, submitted).subquery()
-    ranked = select(
-        known.c.user_id,
-        known.c.locale,
-        func.row_number()
-        .over(partition_by=known.c.user_id, order_by=(known.c.source, known.c.at, known.c.locale))
-        .label("rank"),
-    ).subquery()
-    return select(ranked.c.user_id, ranked.c.locale).where(ranked.c.rank == 1).subquery()
+def _locale(column: Any, window: Window) -> Any:
+    return (func.coalesce(column, "") if window.by_locale else literal("")).label("locale")
 
 
-def _with_locale(query: Any, user_id: Any, window: Window) -> tuple[Any, Any]:
-    """The query with a `locale` column (the learner's, or '' when not split)."""
-    if not window.by_locale:
-        return query.add_columns(literal("").label("locale")), literal("")
-    locales = _learner_locales(window)
-    locale = func.coalesce(locales.c.locale, "").label("locale")
-    return query.add_columns(locale).outerjoin(locales, locales.c.user_id == user_id), locale
+def tune(session: Session) -> None:
+    """On PostgreSQL, room for this transaction's sorts and hashes in memory (the default 4 MB
+    spills the per-learner grouping of 10,000 learners to disk)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SET LOCAL work_mem = '64MB'"))
+
+
+def _learners_per(session: Session, per_learner: Any, *keys: str) -> Sequence[Any]:
+    """Count the learners of a (keys..., locale, user_id, flags...) subquery per keys and
+    locale; every other integer column is summed as learners with that flag set."""
+    flags = [
+        column for column in per_learner.c if column.name not in (*keys, "locale", "user_id")
+    ]
+    group = [per_learner.c[key] for key in keys] + [per_learner.c.locale]
+    query = select(
+        *group,
+        func.count().label("learners"),
+        *[func.sum(flag).label(flag.name) for flag in flags],
+    ).group_by(*group)
+    return session.execute(query).all()
+
+
+def _events(window: Window, *conditions: ColumnElement[bool]) -> list[ColumnElement[bool]]:
+    return [
+        ProgressEvent.lesson_id == window.lesson_id,
+        *conditions,
+        *_in_range(ProgressEvent.at, window),
+    ]
 
 
 def step_counts(session: Session, window: Window) -> Sequence[Any]:
-    """(step_id, locale, reached, completed) per step with any event."""
-    step_id = ProgressEvent.payload["step_id"].as_string()
-    completed = case((ProgressEvent.type == "step_completed", ProgressEvent.user_id))
-    query = select(
-        step_id.label("step_id"),
-        func.count(ProgressEvent.user_id.distinct()).label("reached"),
-        func.count(completed.distinct()).label("completed"),
-    ).where(
-        ProgressEvent.lesson_id == window.lesson_id,
-        ProgressEvent.type.in_(STEP_TYPES),
-        *_in_range(ProgressEvent.at, window),
-    )
-    query, locale = _with_locale(query, ProgressEvent.user_id, window)
-    return session.execute(query.group_by(step_id, locale)).all()
-
-
-def _answers(window: Window) -> Any:
-    """Every quiz answer in the window, with its rank among the learner's answers to it."""
-    question_id = ProgressEvent.payload["question_id"].as_string()
-    return (
-        select(
-            ProgressEvent.user_id.label("user_id"),
-            question_id.label("question_id"),
-            ProgressEvent.payload["choice"].as_string().label("choice"),
-            ProgressEvent.payload["correct"].as_boolean().label("correct"),
-            func.row_number()
-            .over(
-                partition_by=(ProgressEvent.user_id, question_id),
-                order_by=(ProgressEvent.at, ProgressEvent.client_id),
-            )
-            .label("attempt"),
-        )
-        .where(
-            ProgressEvent.lesson_id == window.lesson_id,
-            ProgressEvent.type == "quiz_answered",
-            *_in_range(ProgressEvent.at, window),
-        )
+    """(step_id, locale, learners = reached, completed) per step with any event."""
+    step_id = ProgressEvent.payload["step_id"].as_string().label("step_id")
+    locale = _locale(ProgressEvent.locale, window)
+    completed = case((ProgressEvent.type == "step_completed", 1), else_=0)
+    per_learner = (
+        select(step_id, locale, ProgressEvent.user_id, func.max(completed).label("completed"))
+        .where(*_events(window, ProgressEvent.type.in_(STEP_TYPES)))
+        .group_by(step_id, locale, ProgressEvent.user_id)
         .subquery()
     )
+    return _learners_per(session, per_learner, "step_id")
 
 
 def question_counts(session: Session, window: Window) -> Sequence[Any]:
-    """(question_id, locale, answered, first_try_right) per question answered."""
-    answers = _answers(window)
-    first_right = case(
-        ((answers.c.attempt == 1) & (answers.c.correct == True), answers.c.user_id)  # noqa: E712
+    """(question_id, locale, learners = answered, first_try_right) per question answered.
+    Right at the first try: the learner's earliest answer to it is also their earliest right one."""
+    question_id = ProgressEvent.payload["question_id"].as_string().label("question_id")
+    locale = _locale(ProgressEvent.locale, window)
+    correct = ProgressEvent.payload["correct"].as_boolean()
+    answers = (
+        select(
+            question_id,
+            locale,
+            ProgressEvent.user_id,
+            func.min(ProgressEvent.at).label("first_at"),
+            func.min(case((correct, ProgressEvent.at))).label("first_right_at"),
+        )
+        .where(*_events(window, ProgressEvent.type == "quiz_answered"))
+        .group_by(question_id, locale, ProgressEvent.user_id)
+        .subquery()
     )
-    query = select(
+    first_right = case((answers.c.first_right_at == answers.c.first_at, 1), else_=0)
+    per_learner = select(
         answers.c.question_id,
-        func.count(answers.c.user_id.distinct()).label("answered"),
-        func.count(first_right.distinct()).label("first_try_right"),
-    )
-    query, locale = _with_locale(query, answers.c.user_id, window)
-    return session.execute(query.group_by(answers.c.question_id, locale)).all()
+        answers.c.locale,
+        answers.c.user_id,
+        first_right.label("first_try_right"),
+    ).subquery()
+    return _learners_per(session, per_learner, "question_id")
 
 
 def choice_counts(session: Session, window: Window) -> Sequence[Any]:
     """(question_id, choice, locale, learners who ever chose it)."""
-    answers = _answers(window)
-    query = select(
-        answers.c.question_id,
-        answers.c.choice,
-        func.count(answers.c.user_id.distinct()).label("learners"),
+    question_id = ProgressEvent.payload["question_id"].as_string().label("question_id")
+    choice = ProgressEvent.payload["choice"].as_string().label("choice")
+    locale = _locale(ProgressEvent.locale, window)
+    per_learner = (
+        select(question_id, choice, locale, ProgressEvent.user_id)
+        .where(*_events(window, ProgressEvent.type == "quiz_answered"))
+        .group_by(question_id, choice, locale, ProgressEvent.user_id)
+        .subquery()
     )
-    query, locale = _with_locale(query, answers.c.user_id, window)
-    return session.execute(query.group_by(answers.c.question_id, answers.c.choice, locale)).all()
+    return _learners_per(session, per_learner, "question_id", "choice")
 
 
 def opened_counts(session: Session, window: Window) -> Sequence[Any]:
-    """(exercise, locale, opened): learners with a draft or a submission of the exercise."""
-    drafts = select(Draft.user_id.label("user_id"), Draft.exercise.label("exercise")).where(
-        Draft.exercise.in_(window.exercises), *_in_range(Draft.updated_at, window)
+    """(exercise, locale, learners = opened): learners with a draft or a submission. Split by
+    locale, a draft counts only for a learner without a submission of it (as '')."""
+    drafts = select(
+        Draft.exercise.label("exercise"), literal("").label("locale"), Draft.user_id
+    ).where(Draft.exercise.in_(window.exercises), *_in_range(Draft.updated_at, window))
+    if window.by_locale:
+        submitted_too = exists().where(
+            and_(Submission.user_id == Draft.user_id, Submission.exercise == Draft.exercise)
+        )
+        drafts = drafts.where(~submitted_too)
+    submitted = select(
+        Submission.exercise, _locale(Submission.locale, window), Submission.user_id
+    ).where(Submission.exercise.in_(window.exercises), *_in_range(Submission.created_at, window))
+    both = union_all(drafts, submitted).subquery()
+    per_learner = (
+        select(both.c.exercise, both.c.locale, both.c.user_id)
+        .group_by(both.c.exercise, both.c.locale, both.c.user_id)
+        .subquery()
     )
-    submitted = select(Submission.user_id, Submission.exercise).where(
-        Submission.exercise.in_(window.exercises), *_in_range(Submission.created_at, window)
-    )
-    opened = union_all(drafts, submitted).subquery()
-    query = select(opened.c.exercise, func.count(opened.c.user_id.distinct()).label("opened"))
-    query, locale = _with_locale(query, opened.c.user_id, window)
-    return session.execute(query.group_by(opened.c.exercise, locale)).all()
+    return _learners_per(session, per_learner, "exercise")
 
 
-@dataclass(frozen=True)
-class LearnerAttempts:
-    exercise: str
-    user_id: uuid.UUID
-    locale: str
-    judged_to_pass: int | None  # judged submissions up to and including the first pass
-    failed: int  # submissions the grader failed
-    first_at: datetime
-    first_pass_at: datetime | None
+def _minutes(later: Any, earlier: Any, dialect: str) -> Any:
+    """Whole minutes between two timestamps, in the database's own arithmetic."""
+    if dialect == "postgresql":
+        return func.floor(func.extract("epoch", later - earlier) / 60)
+    # julianday's float: a nudge keeps exactly 60 s from truncating to 0 minutes.
+    return cast((func.julianday(later) - func.julianday(earlier)) * 1440 + 1e-6, Integer)
 
 
-def learner_attempts(session: Session, window: Window) -> list[LearnerAttempts]:
-    """One row per learner who submitted each exercise in the window."""
+def attempt_histogram(session: Session, window: Window) -> Sequence[Any]:
+    """Learners who submitted, grouped by what a median needs: (exercise, locale,
+    judged_to_pass, minutes_to_pass, failed_any) -> learners, failed_submissions.
+
+    `judged_to_pass`: the judged (pass or fail) submissions up to and including the learner's
+    first pass (None: never passed); `minutes_to_pass`: whole minutes from their first
+    submission to that pass; `failed_any`: 1 if the grader failed any of their submissions."""
     judged = case((Submission.verdict.in_(JUDGED), 1), else_=0)
+    locale = _locale(Submission.locale, window)
     ranked = (
         select(
             Submission.exercise,
             Submission.user_id,
+            locale,
             Submission.verdict,
             Submission.created_at,
             func.sum(judged)
@@ -193,43 +208,56 @@ def learner_attempts(session: Session, window: Window) -> list[LearnerAttempts]:
         .subquery()
     )
     passed = ranked.c.verdict == "pass"
-    query = select(
-        ranked.c.exercise,
-        ranked.c.user_id,
-        func.min(case((passed, ranked.c.judged_rank))).label("judged_to_pass"),
-        func.sum(case((ranked.c.verdict == "fail", 1), else_=0)).label("failed"),
-        func.min(ranked.c.created_at).label("first_at"),
-        func.min(case((passed, ranked.c.created_at))).label("first_pass_at"),
-    )
-    query, locale = _with_locale(query, ranked.c.user_id, window)
-    rows = session.execute(query.group_by(ranked.c.exercise, ranked.c.user_id, locale)).all()
-    return [
-        LearnerAttempts(
-            exercise=row.exercise,
-            user_id=row.user_id,
-            locale=row.locale,
-            judged_to_pass=int(row.judged_to_pass) if row.judged_to_pass is not None else None,
-            failed=int(row.failed or 0),
-            first_at=row.first_at,
-            first_pass_at=row.first_pass_at,
+    failed = case((ranked.c.verdict == "fail", 1), else_=0)
+    per_learner = (
+        select(
+            ranked.c.exercise,
+            ranked.c.locale,
+            func.min(case((passed, ranked.c.judged_rank))).label("judged_to_pass"),
+            func.min(ranked.c.created_at).label("first_at"),
+            func.min(case((passed, ranked.c.created_at))).label("first_pass_at"),
+            func.sum(failed).label("failed"),
         )
-        for row in rows
-    ]
+        .group_by(ranked.c.exercise, ranked.c.locale, ranked.c.user_id)
+        .subquery()
+    )
+    dialect = session.get_bind().dialect.name
+    minutes = _minutes(per_learner.c.first_pass_at, per_learner.c.first_at, dialect)
+    failed_any = case((per_learner.c.failed > 0, 1), else_=0)
+    group = (
+        per_learner.c.exercise,
+        per_learner.c.locale,
+        per_learner.c.judged_to_pass,
+        minutes.label("minutes_to_pass"),
+        failed_any.label("failed_any"),
+    )
+    query = select(
+        *group,
+        func.count().label("learners"),
+        func.sum(per_learner.c.failed).label("failed_submissions"),
+    ).group_by(*group)
+    return session.execute(query).all()
 
 
 def first_failing_checks(session: Session, window: Window) -> Sequence[Any]:
-    """(exercise, check_id, locale, submissions, learners) over failed submissions; check_id
+    """(exercise, check_id, locale, learners, submissions) over failed submissions; check_id
     is '' for a failed Result without a failed check."""
-    check_id = func.coalesce(Submission.first_failed_check, "")
-    query = select(
-        Submission.exercise,
-        check_id.label("check_id"),
-        func.count().label("submissions"),
-        func.count(Submission.user_id.distinct()).label("learners"),
-    ).where(
-        Submission.exercise.in_(window.exercises),
-        Submission.verdict == "fail",
-        *_in_range(Submission.created_at, window),
+    check_id = func.coalesce(Submission.first_failed_check, "").label("check_id")
+    locale = _locale(Submission.locale, window)
+    per_learner = (
+        select(
+            Submission.exercise,
+            check_id,
+            locale,
+            Submission.user_id,
+            func.count().label("submissions"),
+        )
+        .where(
+            Submission.exercise.in_(window.exercises),
+            Submission.verdict == "fail",
+            *_in_range(Submission.created_at, window),
+        )
+        .group_by(Submission.exercise, check_id, locale, Submission.user_id)
+        .subquery()
     )
-    query, locale = _with_locale(query, Submission.user_id, window)
-    return session.execute(query.group_by(Submission.exercise, check_id, locale)).all()
+    return _learners_per(session, per_learner, "exercise", "check_id")

@@ -113,7 +113,7 @@ def read_analytics(
     Per step, learners who reached and completed it (in the lesson's order); per quiz question,
     learners who answered, were right at first try, and chose each choice; per exercise,
     learners who opened, submitted and passed it (and at their first judged submission), the
-    median judged submissions and seconds to the first pass, and per check how many failed
+    median judged submissions and minutes to the first pass, and per check how many failed
     submissions it failed first. Counts are of distinct learners; a count of fewer learners than
     `min_cohort` (RDV_ANALYTICS_MIN_COHORT) is `null`. Titles are in the request's language.
     """

@@ -64,8 +64,9 @@ class ExerciseFigures(BaseModel):
     median_submissions: float | None = Field(
         description="Judged submissions up to the first pass, median over learners who passed"
     )
-    median_seconds_to_pass: float | None = Field(
-        description="From the first submission to the first pass, median over learners who passed"
+    median_minutes_to_pass: float | None = Field(
+        description="Whole minutes from the first submission to the first pass, median over "
+        "learners who passed"
     )
     failed_submissions: Count
     checks: list[CheckFigures]

@@ -9,17 +9,16 @@ group of learners can be singled out. No FastAPI imports.
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.analytics import repository
-from app.analytics.repository import LearnerAttempts, Window
+from app.analytics.repository import Window
 from app.analytics.schemas import (
     AnalyticsReport,
     CheckFigures,
@@ -64,6 +63,7 @@ def report(
 ) -> AnalyticsReport:
     """Raises content.ContentNotFound for a lesson that does not exist (or is broken)."""
     lesson = content.localized_lesson(lesson_id, locale)
+    repository.tune(session)
     window = Window(
         lesson_id=lesson_id,
         exercises=tuple(exercise.id for exercise in lesson.exercises),
@@ -85,36 +85,45 @@ def report(
     )
 
 
-def _locales(rows: Iterable[Any], by_locale: bool) -> list[str | None]:
-    """None (every learner) first, then each learner locale present, in order."""
-    return [None, *sorted({row.locale for row in rows})] if by_locale else [None]
+Query = Callable[[Session, Window], Sequence[Any]]
 
 
-def _summed(rows: Iterable[Any], key: Any, locale: str | None) -> dict[Any, dict[str, int]]:
-    """Counts per key for one locale (None: summed over locales; each learner has one)."""
-    sums: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for row in rows:
-        if locale is None or row.locale == locale:
-            for name, value in row._mapping.items():
-                if name != "locale" and isinstance(value, int):
-                    sums[key(row)][name] += value
-    return sums
+def _fetch(session: Session, window: Window, query: Query) -> list[tuple[str | None, list[Any]]]:
+    """(None, every row) for the totals, then, split by locale, (locale, its rows) for each
+    locale present. A learner who changed language counts once in each locale, so the totals
+    come from their own grouping."""
+    total = list(query(session, replace(window, by_locale=False)))
+    parts: list[tuple[str | None, list[Any]]] = [(None, total)]
+    if window.by_locale:
+        split = query(session, window)
+        for locale in sorted({row.locale for row in split}):
+            parts.append((locale, [row for row in split if row.locale == locale]))
+    return parts
 
 
-def _steps(session: Session, window: Window, lesson: LocalizedLesson, k: int) -> list[StepFigures]:
-    rows = repository.step_counts(session, window)
+def _by_key(rows: Iterable[Any], *keys: str) -> dict[Any, Any]:
+    return {tuple(getattr(row, key) for key in keys): row for row in rows}
+
+
+def _count(row: Any, name: str, k: int) -> Count:
+    return cohort(int(getattr(row, name) or 0) if row is not None else 0, k)
+
+
+def _steps(
+    session: Session, window: Window, lesson: LocalizedLesson, k: int
+) -> list[StepFigures]:
     figures = []
-    for locale in _locales(rows, window.by_locale):
-        counts = _summed(rows, lambda row: row.step_id, locale)
+    for locale, rows in _fetch(session, window, repository.step_counts):
+        found = _by_key(rows, "step_id")
         for step in lesson.steps:
-            found = counts.get(step.id, {})
+            row = found.get((step.id,))
             figures.append(
                 StepFigures(
                     step_id=step.id,
                     title=step.title,
                     locale=locale,
-                    reached=cohort(found.get("reached", 0), k),
-                    completed=cohort(found.get("completed", 0), k),
+                    reached=_count(row, "learners", k),
+                    completed=_count(row, "completed", k),
                 )
             )
     return figures
@@ -123,30 +132,27 @@ def _steps(session: Session, window: Window, lesson: LocalizedLesson, k: int) ->
 def _questions(
     session: Session, window: Window, lesson: LocalizedLesson, k: int
 ) -> list[QuestionFigures]:
-    rows = repository.question_counts(session, window)
-    choice_rows = repository.choice_counts(session, window)
     right = _right_answers(lesson.id)
+    chosen_parts = dict(_fetch(session, window, repository.choice_counts))
     figures = []
-    for locale in _locales([*rows, *choice_rows], window.by_locale):
-        counts = _summed(rows, lambda row: row.question_id, locale)
-        chosen = _summed(choice_rows, lambda row: (row.question_id, row.choice), locale)
+    for locale, rows in _fetch(session, window, repository.question_counts):
+        found = _by_key(rows, "question_id")
+        chosen = _by_key(chosen_parts.get(locale, []), "question_id", "choice")
         for question in lesson.quiz:
-            found = counts.get(question.id, {})
+            row = found.get((question.id,))
             figures.append(
                 QuestionFigures(
                     question_id=question.id,
                     text=question.question,
                     locale=locale,
-                    answered=cohort(found.get("answered", 0), k),
-                    first_try_right=cohort(found.get("first_try_right", 0), k),
+                    answered=_count(row, "learners", k),
+                    first_try_right=_count(row, "first_try_right", k),
                     choices=[
                         ChoiceFigures(
                             choice_id=choice.id,
                             text=choice.text,
                             correct=right.get(question.id) == choice.id,
-                            learners=cohort(
-                                chosen.get((question.id, choice.id), {}).get("learners", 0), k
-                            ),
+                            learners=_count(chosen.get((question.id, choice.id)), "learners", k),
                         )
                         for choice in question.choices
                     ],
@@ -160,34 +166,42 @@ def _right_answers(lesson_id: str) -> dict[str, str]:
     return {q.id: q.answer for q in loaded.lesson.quiz} if loaded else {}
 
 
-def _median(values: Sequence[float], k: int) -> float | None:
-    return float(statistics.median(values)) if values and len(values) >= k else None
+def _median(histogram: Sequence[tuple[float, int]], k: int) -> float | None:
+    """The median of values given as (value, how many learners), or None under k learners."""
+    total = sum(count for _, count in histogram)
+    if total == 0 or total < k:
+        return None
+    values = sorted(histogram)
+
+    def at(position: int) -> float:  # the value at a 0-based position in the sorted values
+        seen = 0
+        for value, count in values:
+            seen += count
+            if position < seen:
+                return value
+        raise IndexError(position)
+
+    middle = total // 2
+    return at(middle) if total % 2 else (at(middle - 1) + at(middle)) / 2
 
 
 def _exercises(
     session: Session, window: Window, lesson: LocalizedLesson, locale: str, k: int
 ) -> list[ExerciseFigures]:
-    opened_rows = repository.opened_counts(session, window)
-    attempts = repository.learner_attempts(session, window)
-    check_rows = repository.first_failing_checks(session, window)
+    opened_parts = dict(_fetch(session, window, repository.opened_counts))
+    check_parts = dict(_fetch(session, window, repository.first_failing_checks))
     figures = []
-    for row_locale in _locales([*opened_rows, *attempts], window.by_locale):
-        opened = _summed(opened_rows, lambda row: row.exercise, row_locale)
-        checks = _summed(check_rows, lambda row: (row.exercise, row.check_id), row_locale)
+    for row_locale, histogram in _fetch(session, window, repository.attempt_histogram):
+        opened = _by_key(opened_parts.get(row_locale, []), "exercise")
         for exercise in lesson.exercises:
-            mine = [
-                row
-                for row in attempts
-                if row.exercise == exercise.id and row_locale in (None, row.locale)
-            ]
             figures.append(
                 _exercise(
                     exercise.id,
                     exercise.title,
                     row_locale,
-                    opened.get(exercise.id, {}).get("opened", 0),
-                    mine,
-                    {cid: n for (ex, cid), n in checks.items() if ex == exercise.id},
+                    _count(opened.get((exercise.id,)), "learners", k),
+                    [row for row in histogram if row.exercise == exercise.id],
+                    [row for row in check_parts.get(row_locale, []) if row.exercise == exercise.id],
                     locale,
                     k,
                 )
@@ -199,50 +213,47 @@ def _exercise(
     exercise_id: str,
     title: str,
     row_locale: str | None,
-    opened: int,
-    attempts: list[LearnerAttempts],
-    checks: dict[str, dict[str, int]],
+    opened: Count,
+    histogram: list[Any],
+    check_rows: list[Any],
     locale: str,
     k: int,
 ) -> ExerciseFigures:
-    passers = [row for row in attempts if row.judged_to_pass is not None]
-    failers = [row for row in attempts if row.failed]
-    failed = sum(row.failed for row in attempts)
-    failed_shown = cohort(len(failers), k) is not None
+    def learners(keep: Callable[[Any], bool]) -> int:
+        return sum(int(row.learners) for row in histogram if keep(row))
+
+    passers = [row for row in histogram if row.judged_to_pass is not None]
+    failed = sum(int(row.failed_submissions or 0) for row in histogram)
+    failed_shown = cohort(learners(lambda row: bool(row.failed_any)), k) is not None
     check_figures = []
-    for check_id, counts in sorted(checks.items(), key=lambda item: -item[1]["submissions"]):
-        shown = cohort(counts["learners"], k) is not None
+    for row in sorted(check_rows, key=lambda row: (-int(row.submissions), row.check_id)):
+        shown = cohort(int(row.learners), k) is not None
+        submissions = int(row.submissions)
         check_figures.append(
             CheckFigures(
-                check_id=check_id,
-                title=check_title(check_id, locale),
-                first_failing=counts["submissions"] if shown else None,
-                share=round(counts["submissions"] / failed, 4) if shown and failed else None,
+                check_id=row.check_id,
+                title=check_title(row.check_id, locale),
+                first_failing=submissions if shown else None,
+                share=round(submissions / failed, 4) if shown and failed else None,
             )
         )
     return ExerciseFigures(
         exercise=exercise_id,
         title=title,
         locale=row_locale,
-        opened=cohort(opened, k),
-        submitted=cohort(len(attempts), k),
-        passed=cohort(len(passers), k),
-        passed_first=cohort(sum(row.judged_to_pass == 1 for row in passers), k),
-        median_submissions=_median([float(row.judged_to_pass or 0) for row in passers], k),
-        median_seconds_to_pass=_median([_seconds(row) for row in passers], k),
+        opened=opened,
+        submitted=cohort(learners(lambda row: True), k),
+        passed=cohort(learners(lambda row: row.judged_to_pass is not None), k),
+        passed_first=cohort(learners(lambda row: row.judged_to_pass == 1), k),
+        median_submissions=_median(
+            [(float(row.judged_to_pass), int(row.learners)) for row in passers], k
+        ),
+        median_minutes_to_pass=_median(
+            [(float(row.minutes_to_pass), int(row.learners)) for row in passers], k
+        ),
         failed_submissions=failed if failed_shown else None,
         checks=check_figures,
     )
-
-
-def _seconds(row: LearnerAttempts) -> float:
-    assert row.first_pass_at is not None
-    return (_aware(row.first_pass_at) - _aware(row.first_at)).total_seconds()
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite gives back naive datetimes; they were stored in UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def check_title(check_id: str, locale: str) -> str:

@@ -41,7 +41,14 @@ class Submission(Base):
         UniqueConstraint("user_id", "idempotency_key", name="uq_submissions_user_idempotency"),
         Index("ix_submissions_status_created", "status", "created_at"),
         Index("ix_submissions_user_status", "user_id", "status"),
-        Index("ix_submissions_exercise_created", "exercise", "created_at"),  # analytics
+        Index(  # the instructors' analytics (covering on PostgreSQL)
+            "ix_submissions_exercise_user",
+            "exercise",
+            "user_id",
+            "created_at",
+            "id",
+            postgresql_include=["verdict", "locale", "first_failed_check"],
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

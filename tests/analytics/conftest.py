@@ -54,7 +54,7 @@ SEED: dict[str, dict[str, Any]] = {
            "answers": ["b"], "draft": True, "subs": [(0, "fail", None)]},
     "L6": {"locale": "tr", "seen": ["one"], "done": ["one"],
            "answers": ["a", "b"], "draft": True,
-           "subs": [(0, "fail", "run.completed"), (30, "pass", None)]},
+           "subs": [(0, "fail", "run.completed"), (180, "pass", None)]},
     "L7": {"locale": "tr", "seen": ["one"], "done": [], "answers": ["b"], "draft": False,
            "subs": []},
     "L8": {"locale": "en", "seen": ["one"], "done": ["one"], "answers": ["a"], "draft": False,

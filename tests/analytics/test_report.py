@@ -63,7 +63,7 @@ def test_every_figure_of_the_lesson(session: Session, seeded: dict[str, User]) -
     assert right == {"a": False, "b": True, "c": False}
     row = exercise(report)
     assert (row["opened"], row["submitted"], row["passed"], row["passed_first"]) == (8, 8, 6, 3)
-    assert (row["median_submissions"], row["median_seconds_to_pass"]) == (1.5, 15.0)
+    assert (row["median_submissions"], row["median_minutes_to_pass"]) == (1.5, 0.5)
     assert row["failed_submissions"] == 7
     assert checks(row) == [
         ("run.completed", 4, 0.5714), ("dist.init", 2, 0.2857), ("", 1, 0.1429),
@@ -78,7 +78,7 @@ def test_a_date_range_leaves_out_what_happened_outside_it(
     assert question(report) == (8, 4, {"a": 3, "b": 7, "c": 1})
     row = exercise(report)
     assert (row["opened"], row["submitted"], row["passed"], row["passed_first"]) == (7, 7, 5, 2)
-    assert (row["median_submissions"], row["median_seconds_to_pass"]) == (2.0, 30.0)
+    assert (row["median_submissions"], row["median_minutes_to_pass"]) == (2.0, 1.0)
     assert figures(session, until=SINCE)["steps"][0]["reached"] == 1  # L8 alone, in 2025
 
 
@@ -90,10 +90,10 @@ def test_figures_split_by_locale_add_up(session: Session, seeded: dict[str, User
     assert question(report, "tr") == (2, 1, {"a": 1, "b": 2, "c": 0})
     en, tr = exercise(report, "en"), exercise(report, "tr")
     assert (en["opened"], en["submitted"], en["passed"], en["passed_first"]) == (6, 6, 4, 2)
-    assert (en["median_submissions"], en["median_seconds_to_pass"]) == (1.5, 30.0)
+    assert (en["median_submissions"], en["median_minutes_to_pass"]) == (1.5, 0.5)
     assert checks(en) == [("run.completed", 3, 0.5), ("dist.init", 2, 0.3333), ("", 1, 0.1667)]
     assert (tr["opened"], tr["submitted"], tr["passed"], tr["passed_first"]) == (1, 1, 1, 0)
-    assert (tr["median_submissions"], tr["median_seconds_to_pass"]) == (2.0, 30.0)
+    assert (tr["median_submissions"], tr["median_minutes_to_pass"]) == (2.0, 3.0)
     assert checks(tr) == [("run.completed", 1, 1.0)]
     assert {row["locale"] for row in report["steps"]} == {None, "en", "tr"}
 
@@ -127,7 +127,7 @@ def test_the_api_hides_counts_of_fewer_than_five_learners(
     assert (row["opened"], row["submitted"], row["passed"], row["passed_first"]) == (
         7, 7, 5, None,
     )  # fmt: skip
-    assert (row["median_submissions"], row["median_seconds_to_pass"]) == (2.0, 30.0)
+    assert (row["median_submissions"], row["median_minutes_to_pass"]) == (2.0, 1.0)
     assert row["failed_submissions"] == 7  # five learners failed
     assert checks(row) == [("run.completed", None, None), ("dist.init", None, None),
                            ("", None, None)]  # fmt: skip
