@@ -14,9 +14,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
+from app.analytics import routes as analytics_routes
 from app.auth import account_pages
 from app.auth import pages as auth_pages
-from app.analytics import routes as analytics_routes
 from app.auth import routes as auth_routes
 from app.auth import service as auth_service
 from app.auth.csrf import CSRFCookieMiddleware, csrf_context

@@ -197,7 +197,8 @@ def main(argv: list[str]) -> int:
                     assert answered.status_code == 200, answered.text
                 p50 = statistics.median(times)
                 worst = max(worst, p50)
-                print(f"{name:>18}: p50 {p50:6.0f} ms, max {max(times):6.0f} ms ({repeat} requests)")
+                slowest = max(times)
+                print(f"{name:>18}: p50 {p50:6.0f} ms, max {slowest:6.0f} ms ({repeat} requests)")
         load = os.getloadavg()
         print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print(f"slowest shape p50 {worst:.0f} ms (wanted under 300 ms at 10,000 x 30)")
