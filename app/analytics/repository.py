@@ -73,9 +73,7 @@ def tune(session: Session) -> None:
 def _learners_per(session: Session, per_learner: Any, *keys: str) -> Sequence[Any]:
     """Count the learners of a (keys..., locale, user_id, flags...) subquery per keys and
     locale; every other integer column is summed as learners with that flag set."""
-    flags = [
-        column for column in per_learner.c if column.name not in (*keys, "locale", "user_id")
-    ]
+    flags = [column for column in per_learner.c if column.name not in (*keys, "locale", "user_id")]
     group = [per_learner.c[key] for key in keys] + [per_learner.c.locale]
     query = select(
         *group,

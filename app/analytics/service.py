@@ -109,9 +109,7 @@ def _count(row: Any, name: str, k: int) -> Count:
     return cohort(int(getattr(row, name) or 0) if row is not None else 0, k)
 
 
-def _steps(
-    session: Session, window: Window, lesson: LocalizedLesson, k: int
-) -> list[StepFigures]:
+def _steps(session: Session, window: Window, lesson: LocalizedLesson, k: int) -> list[StepFigures]:
     figures = []
     for locale, rows in _fetch(session, window, repository.step_counts):
         found = _by_key(rows, "step_id")
