@@ -55,16 +55,33 @@ class ReportQuery:
         return urlencode(query)
 
 
+DAY = r"^(\d{4}-\d{2}-\d{2})?$"  # empty: no bound (the page's form sends empty date fields)
+BAD_DAY = N_("{name}: give a day as YYYY-MM-DD, e.g. 2026-12-01.")
+
+
+def _day(name: str, value: str | None) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise AppError("invalid_date", 422, BAD_DAY, name=name) from exc
+
+
 def report_query(
     lesson_id: Annotated[
         str | None,
         Query(max_length=64, pattern=SLUG_PATTERN, description="Default: the course's first"),
     ] = None,
-    since: Annotated[date | None, Query(description="First day counted (UTC)")] = None,
-    until: Annotated[date | None, Query(description="Last day counted (UTC)")] = None,
+    since: Annotated[
+        str | None, Query(pattern=DAY, description="First day counted, YYYY-MM-DD (UTC)")
+    ] = None,
+    until: Annotated[
+        str | None, Query(pattern=DAY, description="Last day counted, YYYY-MM-DD (UTC)")
+    ] = None,
     by_locale: Annotated[bool, Query(description="Add a row per learner locale")] = False,
 ) -> ReportQuery:
-    return ReportQuery(lesson_id, since, until, by_locale)
+    return ReportQuery(lesson_id, _day("since", since), _day("until", until), by_locale)
 
 
 ReportQueryDep = Annotated[ReportQuery, Depends(report_query)]

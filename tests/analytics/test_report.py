@@ -224,3 +224,20 @@ def test_the_analytics_are_in_the_openapi_document(client: TestClient) -> None:
     }
     assert "403" in operation["responses"] and "401" in operation["responses"]
     assert "/api/v1/instructor/analytics/{table}.csv" in paths
+
+
+def test_empty_dates_mean_no_bound_and_a_bad_date_is_explained(
+    client: TestClient, seeded: dict[str, User], instructor_auth: dict[str, str]
+) -> None:
+    report = read(client, instructor_auth, since="", until="")  # the page's empty date fields
+    assert report["since"] is None and steps(report)[0] == ("one", 9, 8)
+    answered = client.get(
+        "/api/v1/instructor/analytics",
+        params={"lesson_id": LESSON, "since": "2026-02-30"},
+        headers={**instructor_auth, "Accept-Language": "tr"},
+    )
+    assert answered.status_code == 422
+    assert answered.json()["code"] == "invalid_date"
+    assert answered.json()["message"] == (
+        "since: günü YYYY-AA-GG biçiminde verin, örneğin 2026-12-01."
+    )
