@@ -10,24 +10,22 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 
 from app.analytics import export, service
 from app.analytics.schemas import AnalyticsReport
 from app.auth.deps import CurrentInstructor, OptionalLearner
-from app.auth.models import INSTRUCTOR
 from app.content import service as content
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import N_, AppError, error_responses
-from app.i18n import LocaleDep, translate
+from app.i18n import LocaleDep
 
 api_router = APIRouter(tags=["instructor"])
 router = APIRouter(include_in_schema=False)
 
 PAGE = "/instructor/analytics"
-NOT_FOUND = N_("Nothing exists at this address. Check the path against /openapi.json.")
 NO_STORE = {"Cache-Control": "no-store"}
 
 
@@ -178,18 +176,11 @@ def analytics_page(
     locale: LocaleDep,
     query: ReportQueryDep,
 ) -> Response:
-    if learner is None:
-        return RedirectResponse(f"/login?next={PAGE}", status_code=303)
-    from app.web.templating import render  # the web layer owns templating
+    from app.web.templating import refuse_unless_instructor, render  # the web layer's
 
-    if learner.role != INSTRUCTOR:
-        return render(
-            request,
-            "web/error.html",
-            status_code=404,
-            locale=locale,
-            message=translate(locale, NOT_FOUND),
-        )
+    refused = refuse_unless_instructor(request, learner, locale, PAGE)
+    if refused is not None:
+        return refused
     report = _report(request, session, query, locale)
     return render(
         request,

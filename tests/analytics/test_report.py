@@ -133,39 +133,37 @@ def test_the_api_hides_counts_of_fewer_than_five_learners(
                            ("", None, None)]  # fmt: skip
 
 
-def test_each_table_exports_as_csv(
-    client: TestClient, seeded: dict[str, User], instructor_auth: dict[str, str]
-) -> None:
+def csv_rows(client: TestClient, headers: dict[str, str], table: str) -> list[list[str]]:
     answered = client.get(
-        "/api/v1/instructor/analytics/steps.csv",
+        f"/api/v1/instructor/analytics/{table}.csv",
         params={"lesson_id": LESSON, "since": "2026-01-01"},
-        headers=instructor_auth,
+        headers=headers,
     )
     assert answered.status_code == 200
     assert answered.headers["content-type"].startswith("text/csv")
-    rows = list(csv.reader(io.StringIO(answered.text)))
-    assert rows == [
+    return list(csv.reader(io.StringIO(answered.text)))
+
+
+def test_each_table_exports_as_csv(
+    client: TestClient, seeded: dict[str, User], instructor_auth: dict[str, str]
+) -> None:
+    assert csv_rows(client, instructor_auth, "steps") == [
         ["lesson_id", "step_id", "title", "locale", "reached", "completed"],
         [LESSON, "one", "One", "all", "8", "7"],
         [LESSON, "two", "Two", "all", "6", "<5"],
         [LESSON, "three", "Three", "all", "<5", "0"],
     ]
-    choices = client.get(
-        "/api/v1/instructor/analytics/choices.csv",
-        params={"lesson_id": LESSON, "since": "2026-01-01"},
-        headers=instructor_auth,
-    ).text
-    assert [row[2:] for row in csv.reader(io.StringIO(choices))][1:] == [
+    assert [row[2:] for row in csv_rows(client, instructor_auth, "choices")][1:] == [
         ["a", "2", "False", "all", "<5"],
         ["b", "3", "True", "all", "7"],
         ["c", "no", "False", "all", "<5"],
     ]
-    checks_csv = client.get(
-        "/api/v1/instructor/analytics/checks.csv",
-        params={"lesson_id": LESSON, "since": "2026-01-01"},
-        headers=instructor_auth,
-    ).text
-    assert list(csv.reader(io.StringIO(checks_csv)))[1][:3] == [EXERCISE, "all", "run.completed"]
+    checks = csv_rows(client, instructor_auth, "checks")
+    assert checks[1][:3] == [EXERCISE, "all", "run.completed"]
+    exercises = csv_rows(client, instructor_auth, "exercises")
+    assert exercises[1] == [
+        EXERCISE, "Say hello from every rank", "all", "7", "7", "5", "<5", "2.0", "1.0", "7",
+    ]  # fmt: skip
 
 
 def test_learners_and_visitors_are_refused(
