@@ -37,6 +37,7 @@ from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
+from app.web import pwa
 from app.web import routes as web_routes
 from app.web.assets import Assets
 from app.web.templating import add_context_processor
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(coach_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(analytics_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(web_routes.router)
+    app.include_router(pwa.router)
     app.include_router(coach_pages.router)
     app.include_router(analytics_routes.router)
     app.include_router(auth_pages.router)

@@ -4,7 +4,8 @@ written to screenshots/ (git-ignored) for review.
 Pages: the course, a lesson step, the quick check answered, the exercise as a visitor sees it
 and with a failed result,
 sign-in (with its error), registration, the instructors' analytics (also split by language) and
-coach pages, in English and Turkish; then a live submission of the
+coach pages, in English and Turkish; offline (a lesson read from the service worker's cache, the
+offline page, a draft conflict); then a live submission of the
 lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
 Usage: python scripts/screenshots.py [--out DIR] [--no-live]
 """
@@ -33,19 +34,26 @@ SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 GRADE_TIMEOUT_MS = 300_000
 
 
+def new_context(browser: Any, url: str, viewport: str, locale: str) -> Any:
+    """A fresh context at the viewport's size (a phone: mobile and touch) in `locale`."""
+    width, height = VIEWPORTS[viewport]
+    phone = viewport == "phone"
+    context = browser.new_context(
+        base_url=url,
+        viewport={"width": width, "height": height},
+        is_mobile=phone,
+        has_touch=phone,
+        locale=locale,
+    )
+    context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+    return context
+
+
 def shoot_pages(browser: Any, url: str, out: Path) -> None:
-    for name, (width, height) in VIEWPORTS.items():
-        phone = name == "phone"
+    for name in VIEWPORTS:
         for locale in ("en", "tr"):
             for open_page in PAGES:  # a context each: some pages sign a learner up
-                context = browser.new_context(
-                    base_url=url,
-                    viewport={"width": width, "height": height},
-                    is_mobile=phone,
-                    has_touch=phone,
-                    locale=locale,
-                )
-                context.add_cookies([{"name": "rdv_locale", "value": locale, "url": url}])
+                context = new_context(browser, url, name, locale)
                 page = context.new_page()
                 open_page(page)
                 page.screenshot(path=str(out / f"{open_page.__name__}-{locale}-{name}.png"))
@@ -54,23 +62,46 @@ def shoot_pages(browser: Any, url: str, out: Path) -> None:
 
 def shoot_instructor_pages(browser: Any, server: Any, out: Path) -> None:
     """The instructors' pages (an account made an instructor for each), full length."""
-    for name, (width, height) in VIEWPORTS.items():
-        phone = name == "phone"
+    for name in VIEWPORTS:
         for locale in ("en", "tr"):
             for open_page in INSTRUCTOR_PAGES:
-                context = browser.new_context(
-                    base_url=server.url,
-                    viewport={"width": width, "height": height},
-                    is_mobile=phone,
-                    has_touch=phone,
-                    locale=locale,
-                )
-                context.add_cookies([{"name": "rdv_locale", "value": locale, "url": server.url}])
+                context = new_context(browser, server.url, name, locale)
                 page = context.new_page()
                 open_page(page, server)
                 shot = out / f"{open_page.__name__}-{locale}-{name}.png"
                 page.screenshot(path=str(shot), full_page=True)
                 context.close()
+
+
+def shoot_offline(browser: Any, url: str, out: Path) -> None:
+    """A lesson read offline, the offline page, and a draft conflict (another device saved)."""
+    from tests.e2e.test_offline import SECTION, new_learner, other_device, put_draft, worker_ready
+
+    for name in VIEWPORTS:
+        for locale in ("en", "tr"):
+            context = new_context(browser, url, name, locale)
+            page = context.new_page()
+            email = new_learner(page, "/lessons/ddp-fundamentals#ex-train")
+            page.locator(SECTION).locator(".cm-content").wait_for()
+            worker_ready(page)
+            page.wait_for_timeout(1500)  # the worker saves this lesson and the next
+            context.set_offline(True)
+            page.reload()
+            page.screenshot(path=str(out / f"offline-lesson-{locale}-{name}.png"))
+            page.goto("/lessons/torchrun-launch")
+            page.wait_for_selector("#offline-title")
+            page.screenshot(path=str(out / f"offline-page-{locale}-{name}.png"))
+            page.goto("/lessons/ddp-fundamentals#ex-train")
+            section = page.locator(SECTION)
+            section.locator(".cm-content").click()
+            page.keyboard.type("# edited offline\n")
+            put_draft(url, other_device(url, email), "print('the other device')\n")
+            context.set_offline(False)
+            section.locator('[data-role="conflict"]').wait_for()
+            section.locator('[data-role="see-both"]').click()
+            section.locator('[data-role="conflict"]').scroll_into_view_if_needed()
+            page.screenshot(path=str(out / f"offline-draft-conflict-{locale}-{name}.png"))
+            context.close()
 
 
 def sign_up(page: Any) -> None:
@@ -127,6 +158,7 @@ def main() -> int:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
                 shoot_pages(browser, server.url, args.out)
                 shoot_instructor_pages(browser, server, args.out)
+                shoot_offline(browser, server.url, args.out)
                 if not args.no_live:
                     shoot_live(browser, server.url, args.out)
                 browser.close()

@@ -245,7 +245,9 @@ def read_draft(
 
 
 @api_router.put(
-    "/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 403, 404, 413)
+    "/drafts/{exercise:path}",
+    response_model=DraftPublic,
+    responses=_errors(401, 403, 404, 409, 413),
 )
 def save_draft(
     request: Request,
@@ -254,8 +256,15 @@ def save_draft(
     exercise: ExerciseId,
     body: DraftUpdate,
 ) -> DraftPublic:
-    """Keep the editor's content so another device or a reload finds it."""
-    draft = service.save_draft(session, user_id=learner.id, exercise=exercise, code=body.code)
+    """Keep the editor's content so another device or a reload finds it; with
+    `base_updated_at`, 409 `draft_conflict` instead of overwriting another device's edits."""
+    draft = service.save_draft(
+        session,
+        user_id=learner.id,
+        exercise=exercise,
+        code=body.code,
+        base_updated_at=body.base_updated_at,
+    )
     _expect(request, exercise)
     return DraftPublic.model_validate(draft)
 

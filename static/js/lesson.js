@@ -170,12 +170,31 @@
         showVerdict(feedback, Boolean(data.correct), data.explanation_html || "");
         markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
         button.disabled = false;
-      }).catch(function () {
+        answered(form, checked.value, Boolean(data.recorded), false);
+      }).catch(function (error) {
+        if (error instanceof TypeError) { // no connection: kept on the device, checked later
+          markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
+          feedback.textContent = feedback.getAttribute("data-offline-label");
+          button.disabled = false;
+          answered(form, checked.value, false, true);
+          return;
+        }
         fallback = true;
         button.disabled = false;
         form.submit();
       });
     });
+  }
+
+  // Progress (progress.js) keeps answers no account has yet: a visitor's, or one made offline.
+  function answered(form, choice, recorded, queued) {
+    var card = form.closest(".step-card");
+    var lesson = document.getElementById("lesson");
+    document.dispatchEvent(new CustomEvent("rdv:answer", { detail: {
+      lessonId: lesson && lesson.getAttribute("data-lesson-id"),
+      questionId: card && card.getAttribute("data-question-id"),
+      choice: choice, recorded: recorded, queued: queued, form: form
+    } }));
   }
 
   // The page marks the saved answer (server-rendered); a new answer moves the mark.
