@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     coach_api_key: str | None = None
     coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
     coach_questions_per_hour: int = Field(20, ge=1)
+    # Instructor analytics: a figure counting fewer learners than this (but some) shows as "<N".
+    analytics_min_cohort: int = Field(5, ge=1, le=1000)
 
     # Grading pipeline. Start the backend with the web app; unset: yes, except when
     # RDV_ENVIRONMENT=test (unit tests build many apps and grade through their own backends).

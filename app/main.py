@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
+from app.analytics import routes as analytics_routes
 from app.auth import account_pages
 from app.auth import pages as auth_pages
 from app.auth import routes as auth_routes
@@ -107,9 +108,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(learning_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(submission_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(coach_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(analytics_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(web_routes.router)
     app.include_router(pwa.router)
     app.include_router(coach_pages.router)
+    app.include_router(analytics_routes.router)
     app.include_router(auth_pages.router)
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)

@@ -3,8 +3,9 @@ written to screenshots/ (git-ignored) for review.
 
 Pages: the course, a lesson step, the quick check answered, the exercise as a visitor sees it
 and with a failed result,
-sign-in (with its error), registration, in English and Turkish; offline (a lesson read from the
-service worker's cache, the offline page, a draft conflict); then a live submission of the
+sign-in (with its error), registration, the instructors' analytics (also split by language) and
+coach pages, in English and Turkish; offline (a lesson read from the service worker's cache, the
+offline page, a draft conflict); then a live submission of the
 lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
 Usage: python scripts/screenshots.py [--out DIR] [--no-live]
 """
@@ -26,6 +27,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests.e2e.conftest import CHROMIUM, start_live_server, stop_live_server  # noqa: E402
 from tests.e2e.test_accessibility import PAGES  # noqa: E402
+from tests.e2e.test_instructor_accessibility import INSTRUCTOR_PAGES  # noqa: E402
 
 VIEWPORTS = {"desktop": (1280, 800), "phone": (390, 844)}
 SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
@@ -55,6 +57,19 @@ def shoot_pages(browser: Any, url: str, out: Path) -> None:
                 page = context.new_page()
                 open_page(page)
                 page.screenshot(path=str(out / f"{open_page.__name__}-{locale}-{name}.png"))
+                context.close()
+
+
+def shoot_instructor_pages(browser: Any, server: Any, out: Path) -> None:
+    """The instructors' pages (an account made an instructor for each), full length."""
+    for name in VIEWPORTS:
+        for locale in ("en", "tr"):
+            for open_page in INSTRUCTOR_PAGES:
+                context = new_context(browser, server.url, name, locale)
+                page = context.new_page()
+                open_page(page, server)
+                shot = out / f"{open_page.__name__}-{locale}-{name}.png"
+                page.screenshot(path=str(shot), full_page=True)
                 context.close()
 
 
@@ -143,6 +158,7 @@ def main() -> int:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
                 shoot_pages(browser, server.url, args.out)
+                shoot_instructor_pages(browser, server, args.out)
                 shoot_offline(browser, server.url, args.out)
                 if not args.no_live:
                     shoot_live(browser, server.url, args.out)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from app.content import staleness
 from app.content.schemas import Course, Exercise, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
@@ -47,6 +48,8 @@ class LoadedLesson:
     file: Path
     # exercise id -> starter code (solution files are only checked to exist: never sent out)
     starter_code: dict[str, str] = field(default_factory=dict)
+    # locale -> field paths whose translation is stale (app/content/staleness.py)
+    stale: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -305,7 +308,8 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
                 Problem(file, None, "exercises", f"{folder}/starter.py is unreadable or too large")
             ]
         starters[exercise.id] = code
-    return LoadedLesson(lesson, int(match["number"]), directory, file, starters), []
+    stale = staleness.stale_fields(lesson, staleness.read(directory))
+    return LoadedLesson(lesson, int(match["number"]), directory, file, starters, stale), []
 
 
 def _fallback_course(lessons: list[LoadedLesson]) -> Course:

@@ -103,13 +103,14 @@ class LocalizedCourse(BaseModel):
 class _Localizer:
     """Picks each text in the locale and remembers which ones fell back to English."""
 
-    def __init__(self, locale: str) -> None:
+    def __init__(self, locale: str, stale: frozenset[str] = frozenset()) -> None:
         self.locale = locale
+        self.stale = stale  # translated from an older English: shown as missing
         self.fallback_fields: list[str] = []
 
     def __call__(self, text: Text, path: str) -> str:
         translated = text.get(self.locale)
-        if translated is None:
+        if translated is None or path in self.stale:
             self.fallback_fields.append(path)
             return text.en
         return translated
@@ -122,7 +123,7 @@ def _etag(model: BaseModel) -> str:
 
 def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
     lesson = loaded.lesson
-    tr = _Localizer(locale)
+    tr = _Localizer(locale, loaded.stale.get(locale, frozenset()))
     steps = []
     for step in lesson.steps:
         title = tr(step.title, f"steps.{step.id}.title")
