@@ -44,11 +44,20 @@ def cohort(learners: int, min_cohort: int) -> Count:
 
 
 def sequence(lesson: LocalizedLesson) -> list[SequenceItem]:
-    """The lesson's steps, questions and exercises, in the order the lesson shows them."""
-    items = [SequenceItem(kind="step", id=step.id, title=step.title) for step in lesson.steps]
-    items += [SequenceItem(kind="question", id=q.id, title=q.question) for q in lesson.quiz]
-    items += [SequenceItem(kind="exercise", id=e.id, title=e.title) for e in lesson.exercises]
-    return items
+    """The lesson's steps, questions and exercises, in the order the lesson shows them (its
+    `sequence`, which an author may interleave)."""
+    items = {
+        **{("step", s.id): SequenceItem(kind="step", id=s.id, title=s.title) for s in lesson.steps},
+        **{
+            ("question", q.id): SequenceItem(kind="question", id=q.id, title=q.question)
+            for q in lesson.quiz
+        },
+        **{
+            ("exercise", e.slug): SequenceItem(kind="exercise", id=e.id, title=e.title)
+            for e in lesson.exercises
+        },
+    }
+    return [items[(card.kind, card.id)] for card in lesson.sequence]
 
 
 def report(

@@ -239,3 +239,22 @@ def test_empty_dates_mean_no_bound_and_a_bad_date_is_explained(
     assert answered.json()["message"] == (
         "since: günü YYYY-AA-GG biçiminde verin, örneğin 2026-12-01."
     )
+
+
+def test_the_sequence_follows_the_lesson_authors_interleaved_order(session: Session) -> None:
+    """Lesson 2 interleaves its cards (`sequence:` in its YAML): the funnel follows that order,
+    exercises by their full id, not steps-then-quiz-then-exercises."""
+    from app.content import service as content
+
+    lesson_id = "ddp-fundamentals"
+    lesson = content.localized_lesson(lesson_id, "en")
+    report = service.report(session, lesson_id=lesson_id, locale="en", min_cohort=1)
+    expected = [
+        (card.kind, f"{lesson_id}/{card.id}" if card.kind == "exercise" else card.id)
+        for card in lesson.sequence
+    ]
+    got = [(item.kind, item.id) for item in report.sequence]
+    assert got == expected
+    kinds = [kind for kind, _ in got]
+    # Interleaved: an exercise comes before the last step.
+    assert kinds.index("exercise") < len(kinds) - 1 - kinds[::-1].index("step")
