@@ -4,8 +4,8 @@ Each SSE message has `event: <name>` and `data: <JSON>`; these models describe t
 name. Every stored event also carries `attempt` (the grading attempt, from 1). The stream goes:
 queued (while waiting) -> status starting -> per launch: status launch, output lines (each with
 that launch's index) -> status checking -> check (one per check) -> done; or it ends with
-`signed_out` when the device's token is revoked. A `status: retrying` means the grading machine restarted and the run begins again
-(clear what was shown).
+`signed_out` when the device's token is revoked. A `status: retrying` means the grading machine
+restarted and the run begins again (clear what was shown).
 """
 
 from __future__ import annotations
