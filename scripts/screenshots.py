@@ -4,7 +4,9 @@ written to screenshots/ (git-ignored) for review.
 Pages: the course, a lesson step, the quick check answered, the exercise as a visitor sees it
 and with a failed result,
 sign-in (with its error), registration, in English and Turkish; then a live submission of the
-lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
+lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends;
+then lesson 4's solutions, whose launches (a restarted run and its reference, a 2-node job) each
+show their output in panes of their own.
 Usage: python scripts/screenshots.py [--out DIR] [--no-live]
 """
 
@@ -91,6 +93,30 @@ def shoot_live(browser: Any, url: str, out: Path) -> None:
         context.close()
 
 
+LESSON_4 = ("torchrun-launch/elastic-resume", "torchrun-launch/env-launch")
+
+
+def shoot_lesson_4(browser: Any, url: str, out: Path) -> None:
+    from app.content.service import get_exercise
+
+    context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    sign_up(page)
+    page.goto("/lessons/torchrun-launch")
+    for exercise in LESSON_4:
+        section = page.locator(f'section.sub[data-exercise="{exercise}"]')
+        section.locator(".cm-content").wait_for()
+        code = get_exercise(exercise).solution_path.read_text("utf-8")
+        section.evaluate("(s, code) => s.rdvExercise.editor.setValue(code)", code)
+        section.locator('[data-role="submit"]').click()
+        section.locator(".sub__summary--fail, .sub__summary--pass, .sub__summary--error").wait_for(
+            timeout=GRADE_TIMEOUT_MS
+        )
+        name = exercise.split("/")[1]
+        section.locator('[data-role="output"]').screenshot(path=str(out / f"lesson4-{name}.png"))
+    context.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "screenshots")
@@ -105,6 +131,7 @@ def main() -> int:
                 shoot_pages(browser, server.url, args.out)
                 if not args.no_live:
                     shoot_live(browser, server.url, args.out)
+                    shoot_lesson_4(browser, server.url, args.out)
                 browser.close()
         finally:
             stop_live_server(server)
