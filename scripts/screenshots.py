@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from tests.e2e.accounts import register_and_sign_in  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, start_live_server, stop_live_server  # noqa: E402
 from tests.e2e.test_accessibility import PAGES  # noqa: E402
 
@@ -53,12 +54,14 @@ def shoot_pages(browser: Any, url: str, out: Path) -> None:
 
 
 def sign_up(page: Any) -> None:
-    page.goto("/register?next=/lessons/ddp-fundamentals")
-    page.fill("#display_name", "Ada")
-    page.fill("#email", f"shots-{time.time_ns()}@example.org")
-    page.fill("#password", "correct horse battery staple")
-    page.locator("form.auth-form button[type=submit]").click()
-    page.wait_for_load_state()
+    """Register, then sign in (registering signs nobody in), and land on lesson 2."""
+    register_and_sign_in(
+        page,
+        name="Ada",
+        email=f"shots-{time.time_ns()}@example.org",
+        password="correct horse battery staple",
+        next="/lessons/ddp-fundamentals",
+    )
 
 
 def shoot_live(browser: Any, url: str, out: Path) -> None:
@@ -69,7 +72,7 @@ def shoot_live(browser: Any, url: str, out: Path) -> None:
         )
         page = context.new_page()
         sign_up(page)
-        page.screenshot(path=str(out / f"welcome-en-{name}.png"))
+        page.screenshot(path=str(out / f"signed-in-en-{name}.png"))
         section = page.locator(SECTION)
         section.locator(".cm-content").wait_for()
         section.locator('[data-role="submit"]').click()

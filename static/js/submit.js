@@ -461,7 +461,8 @@
         if (!pre) continue;
         if (!streamed) pre.textContent = rank.output || this.t.no_output;
         if (rank.truncated) pre.append(el("em", { text: "\n" + this.t.truncated }));
-        this.showErrorEnd(pre, rank.stack);
+        // Only for a rank that ended in failure: a crash a restart recovered from is history.
+        this.showErrorEnd(pre, rank.exit_code ? rank.stack : null);
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
       this.showStacks(result.ranks || []);
@@ -517,25 +518,26 @@
     }
   }
 
-  // The end of a Python traceback: its last frame (file, line, code) and the error, without the
-  // C++ frames torch appends to its errors ("Exception raised from ...", "frame #3: ...").
-  // Nothing for a stack that is no traceback (a hang's stack dump is shown apart).
+  // The end of a Python traceback: the learner's last line that ran (the last frame in main.py,
+  // else the last frame) and the error, without the C++ frames torch appends to its errors
+  // ("Exception raised from ...", "frame #3: ...") or the ^^^ markers. Nothing for a stack that
+  // is no traceback (a hang's stack dump is shown apart).
   function pythonErrorEnd(stack) {
     if (!stack || !/Traceback \(most recent call last\)/.test(stack)) return "";
     const lines = String(stack).split("\n");
     const start = lines.map((line) => /^Traceback \(most recent call last\)/.test(line)).lastIndexOf(true);
     const tail = lines.slice(start);
-    const cpp = (line) => /^\s*frame #\d+:/.test(line) || /^Exception raised from /.test(line);
-    let last = -1;
-    tail.forEach((line, index) => { if (/^\s*File "/.test(line)) last = index; });
-    if (last < 0) return "";
-    const kept = [tail[last].trim()];
-    let index = last + 1;
-    while (index < tail.length && /^\s{4,}/.test(tail[index])) {
-      if (!/^\s*[\^~]+\s*$/.test(tail[index])) kept.push("  " + tail[index].trim());
-      index += 1;
-    }
-    const error = tail.slice(index).filter((line) => line.trim() && !cpp(line));
+    const noise = (line) => !line.trim() || /^\s*frame #\d+:/.test(line) || /^Exception raised from /.test(line) || /^\s*[\^~]+\s*$/.test(line);
+    const frames = [];
+    tail.forEach((line, index) => { if (/^\s*File "/.test(line)) frames.push(index); });
+    if (!frames.length) return "";
+    const learner = frames.filter((index) => /^\s*File "(\/work\/)?main\.py"/.test(tail[index]));
+    const shown = learner.length ? learner[learner.length - 1] : frames[frames.length - 1];
+    const kept = [tail[shown].trim()];
+    if (tail[shown + 1] && /^\s{4,}\S/.test(tail[shown + 1]) && !noise(tail[shown + 1])) kept.push("  " + tail[shown + 1].trim());
+    let index = frames[frames.length - 1] + 1;
+    while (index < tail.length && /^\s{4,}/.test(tail[index])) index += 1; // the last frame's code
+    const error = tail.slice(index).filter((line) => !noise(line));
     return kept.concat(error.slice(0, 4)).join("\n");
   }
 

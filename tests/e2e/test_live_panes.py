@@ -27,6 +27,8 @@ TRACEBACK = """Traceback (most recent call last):
   File "main.py", line 31, in main
     dist.all_reduce(t)
     ^^^^^^^^^^^^^^^^^^
+  File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81, in wrapper
+    return func(*args, **kwargs)
 RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer
 Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:672 (most recent \
 call first):
@@ -86,7 +88,8 @@ def follow(page: Any, section: Any, events: list[tuple[str, dict[str, Any]]]) ->
 def test_each_launch_of_lesson_4_writes_in_its_own_panes(page: Any) -> None:
     section = open_exercise(page, ELASTIC_URL, ELASTIC)
     result = failed_result()
-    result["ranks"][1]["stack"] = TRACEBACK
+    result["ranks"][1].update(stack=TRACEBACK, exit_code=1)
+    result["ranks"][0].update(stack=TRACEBACK, exit_code=0)  # crashed once, then restarted fine
     events = [
         ("status", launch(1, 3, "reference")),
         ("output", output(1, 0, "reference epoch 0")),
@@ -118,6 +121,9 @@ def test_each_launch_of_lesson_4_writes_in_its_own_panes(page: Any) -> None:
     assert first.splitlines()[0] == 'File "main.py", line 31, in main'
     assert "dist.all_reduce(t)" in first and "Connection closed by peer" in first
     assert "frame #" not in first and "Exception raised from" not in first
+    assert "c10d_logger" not in first and "^^^" not in first  # the learner's line, not torch's
+    rank0 = section.locator('.sub__launch-group[data-launch="3"] .sub__rank[data-rank="0"]')
+    assert rank0.locator(".sub__error-end").count() == 0  # it ended well: no error shown first
     box = crashed.locator(".sub__error-end").bounding_box()
     log = crashed.locator(".sub__log[role=log]").bounding_box()
     assert box is not None and log is not None and box["y"] < log["y"]
