@@ -25,6 +25,7 @@ from app.auth.ratelimit import AuthRateLimits
 from app.coach import pages as coach_pages
 from app.coach import routes as coach_routes
 from app.coach.index import get_index as coach_index
+from app.compression import Compression
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
@@ -132,4 +133,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
     app.add_middleware(CatchAll)
+    app.add_middleware(Compression)
     return app

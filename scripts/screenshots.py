@@ -6,7 +6,9 @@ and with a failed result,
 sign-in (with its error), registration, the instructors' analytics (also split by language) and
 coach pages, in English and Turkish; offline (a lesson read from the service worker's cache, the
 offline page, a draft conflict); then a live submission of the
-lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends.
+lesson-2 starter (the real grader, in the server's own sandbox) while it runs and when it ends;
+then lesson 4's solutions, whose launches (a restarted run and its reference, a 2-node job) each
+show their output in panes of their own.
 Usage: python scripts/screenshots.py [--out DIR] [--no-live]
 """
 
@@ -25,6 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from tests.e2e.accounts import register_and_sign_in  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, start_live_server, stop_live_server  # noqa: E402
 from tests.e2e.test_accessibility import PAGES  # noqa: E402
 from tests.e2e.test_instructor_accessibility import INSTRUCTOR_PAGES  # noqa: E402
@@ -105,12 +108,14 @@ def shoot_offline(browser: Any, url: str, out: Path) -> None:
 
 
 def sign_up(page: Any) -> None:
-    page.goto("/register?next=/lessons/ddp-fundamentals")
-    page.fill("#display_name", "Ada")
-    page.fill("#email", f"shots-{time.time_ns()}@example.org")
-    page.fill("#password", "correct horse battery staple")
-    page.locator("form.auth-form button[type=submit]").click()
-    page.wait_for_load_state()
+    """Register, then sign in (registering signs nobody in), and land on lesson 2."""
+    register_and_sign_in(
+        page,
+        name="Ada",
+        email=f"shots-{time.time_ns()}@example.org",
+        password="correct horse battery staple",
+        next="/lessons/ddp-fundamentals",
+    )
 
 
 def shoot_live(browser: Any, url: str, out: Path) -> None:
@@ -146,6 +151,30 @@ def shoot_live(browser: Any, url: str, out: Path) -> None:
         context.close()
 
 
+LESSON_4 = ("torchrun-launch/elastic-resume", "torchrun-launch/env-launch")
+
+
+def shoot_lesson_4(browser: Any, url: str, out: Path) -> None:
+    from app.content.service import get_exercise
+
+    context = browser.new_context(base_url=url, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    sign_up(page)
+    page.goto("/lessons/torchrun-launch")
+    for exercise in LESSON_4:
+        section = page.locator(f'section.sub[data-exercise="{exercise}"]')
+        section.locator(".cm-content").wait_for()
+        code = get_exercise(exercise).solution_path.read_text("utf-8")
+        section.evaluate("(s, code) => s.rdvExercise.editor.setValue(code)", code)
+        section.locator('[data-role="submit"]').click()
+        section.locator(".sub__summary--fail, .sub__summary--pass, .sub__summary--error").wait_for(
+            timeout=GRADE_TIMEOUT_MS
+        )
+        name = exercise.split("/")[1]
+        section.locator('[data-role="output"]').screenshot(path=str(out / f"lesson4-{name}.png"))
+    context.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "screenshots")
@@ -162,6 +191,7 @@ def main() -> int:
                 shoot_offline(browser, server.url, args.out)
                 if not args.no_live:
                     shoot_live(browser, server.url, args.out)
+                    shoot_lesson_4(browser, server.url, args.out)
                 browser.close()
         finally:
             stop_live_server(server)

@@ -7,6 +7,7 @@
   var steps = document.getElementById("steps");
   if (steps) setUpSteps(steps);
   document.querySelectorAll("form.quiz-question[data-api]").forEach(setUpQuestion);
+  keyboardScrollers();
 
   // The lesson is one sequence of cards in the author's order: steps, questions (one per card)
   // and exercises. After the last card comes the next lesson.
@@ -191,6 +192,28 @@
       questionId: card && card.getAttribute("data-question-id"),
       choice: choice, recorded: recorded, queued: queued, form: form
     } }));
+  }
+
+  // A code block that scrolls sideways (long lines on a phone) is a keyboard stop, so the
+  // keyboard can scroll it too; one that fits stays out of the tab order. Watched by size: a
+  // card shown later, a turned phone.
+  function keyboardScrollers() {
+    if (!window.ResizeObserver) return;
+    var mark = function (pre) {
+      var scrolls = pre.scrollWidth > pre.clientWidth + 1;
+      var ours = pre.hasAttribute("data-scroll-stop");
+      if (scrolls && !pre.hasAttribute("tabindex")) {
+        pre.setAttribute("tabindex", "0");
+        pre.setAttribute("data-scroll-stop", "");
+      } else if (!scrolls && ours) {
+        pre.removeAttribute("tabindex");
+        pre.removeAttribute("data-scroll-stop");
+      }
+    };
+    var observer = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { mark(entry.target); });
+    });
+    document.querySelectorAll("main pre").forEach(function (pre) { observer.observe(pre); });
   }
 
   // The page marks the saved answer (server-rendered); a new answer moves the mark.

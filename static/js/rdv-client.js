@@ -156,7 +156,8 @@
 
   // Resolves the server's draft, null when there is none, or {offline: true}.
   function loadDraft(exercise) {
-    return call("GET", "/drafts/" + exercise).then(function (answer) {
+    // ?missing=empty: no draft yet is a 204, not a 404 in the browser's console.
+    return call("GET", "/drafts/" + exercise + "?missing=empty").then(function (answer) {
       return answer.ok ? answer.data : null;
     }, function () { return { offline: true }; });
   }

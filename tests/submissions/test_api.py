@@ -218,6 +218,18 @@ def test_a_draft_edited_from_a_stale_version_is_refused_not_overwritten(
     assert client.put(path, json={"code": "print(4)\n"}, headers=auth).status_code == 200
 
 
+def test_the_editor_asks_for_a_draft_without_a_failed_request(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    exercise = "ddp-fundamentals/train"
+    path = f"/api/v1/drafts/{exercise}?missing=empty"
+    empty = client.get(path, headers=auth)
+    assert empty.status_code == 204 and empty.content == b""
+    client.put(f"/api/v1/drafts/{exercise}", json={"code": "print(3)\n"}, headers=auth)
+    assert client.get(path, headers=auth).json()["code"] == "print(3)\n"
+    assert client.get(f"{path[:-5]}nope", headers=auth).status_code == 422
+
+
 class ExpectingBackend:
     """Records what the draft routes tell the grading backend."""
 
