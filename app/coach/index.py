@@ -3,6 +3,11 @@
 The index is embedded (it works the same when the app's database is PostgreSQL) and is built from
 the loaded lesson YAML: at start, and again whenever the content service reloads the catalog.
 Each step is indexed once per locale, in that locale's text (English where it has no translation).
+
+A query keeps only its informative words (each language's common words are dropped: "qual" no
+longer finds "qualquer"), and a hit counts only when it holds more than half of them (a crude stem
+each: "épocas" finds "época"). "A pancake recipe" or "the capital of Australia" then find
+nothing instead of the least bad steps.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import unicodedata
 from dataclasses import dataclass
 
+from app.coach.language import STOP_WORDS
 from app.content import service as content
 from app.content.loader import Catalog
 from app.i18n import SUPPORTED_LOCALES
@@ -21,6 +28,15 @@ _WEIGHTS = "0, 0, 0, 0, 5.0, 1.0"
 _TOKEN = re.compile(r"\w{3,}", re.UNICODE)
 _MARKDOWN_NOISE = re.compile(r"[`*#>\[\]]+")
 MAX_QUERY_TOKENS = 24
+MIN_COVERAGE = 0.5
+# Words of questions that say nothing about the topic, on top of each language's stop words.
+_QUESTION_WORDS = frozenset(
+    "use using used work works does mean means happen happens need needs want know exactly "
+    "really thing things something anything good best way ways kullan kullanmak kullanılır "
+    "çalışır gerek gerekir lazım şey usar usa uso funciona precisa preciso coisa vale pena "
+    "quero sobre usam every each same always todas todos mesma mesmo cada sempre quando onde "
+    "muito her aynı hep".split()
+)
 
 
 @dataclass(frozen=True)
@@ -59,12 +75,30 @@ class StepIndex:
                     rows.append((locale, loaded.id, step.id, position, title, text))
         self._db.executemany("INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?)", rows)
         self.size = len(rows)
+        # Per locale: each step's words (for coverage) and its body (for the answer's text).
+        self._words: dict[tuple[str, str, str], frozenset[str]] = {}
+        self._bodies: dict[tuple[str, str, str], str] = {}
+        for locale, lesson_id, step_id, _position, title, text in rows:
+            self._words[(locale, lesson_id, step_id)] = frozenset(_words(f"{title} {text}"))
+        for loaded in catalog.ordered:
+            for step in loaded.lesson.steps:
+                for locale in SUPPORTED_LOCALES:
+                    body = step.body.get(locale) or step.body.en
+                    self._bodies[(locale, loaded.id, step.id)] = body
 
     def search(
-        self, query: str, locale: str, *, lesson_id: str | None = None, limit: int = 3
+        self,
+        query: str,
+        locale: str,
+        *,
+        lesson_id: str | None = None,
+        limit: int = 3,
+        relevant_only: bool = True,
     ) -> list[StepHit]:
-        """The best steps for `query` in `locale` (optionally within one lesson), best first."""
-        match = _match_expression(query)
+        """The best steps for `query` in `locale` (optionally within one lesson), best first;
+        with `relevant_only`, only steps that cover the query's informative words."""
+        terms = query_terms(query)
+        match = _match_expression(terms)
         if match is None:
             return []
         sql = (
@@ -77,13 +111,26 @@ class StepIndex:
             sql += " AND lesson_id = ?"
             params.append(lesson_id)
         sql += " ORDER BY score LIMIT ?"
-        params.append(limit)
+        params.append(limit * 4 if relevant_only else limit)
         with self._lock:
             found = self._db.execute(sql, params).fetchall()
-        return [
+        hits = [
             StepHit(lesson, step, int(position), title, " ".join(excerpt.split()), float(score))
             for lesson, step, position, title, excerpt, score in found
         ]
+        if relevant_only:
+            hits = [hit for hit in hits if self.relevant(terms, hit, locale)]
+        return hits[:limit]
+
+    def relevant(self, terms: list[str], hit: StepHit, locale: str) -> bool:
+        """The step holds more than half of the query's informative words."""
+        words = self._words.get((locale, hit.lesson_id, hit.step_id), frozenset())
+        held = sum(1 for term in terms if _holds(words, term))
+        return held / len(terms) > MIN_COVERAGE if terms else False
+
+    def text_of(self, lesson_id: str, step_id: str, locale: str) -> str:
+        """The step's body (Markdown) in `locale`, English where it has no translation."""
+        return self._bodies.get((locale, lesson_id, step_id), "")
 
     def steps_of(self, lesson_id: str, locale: str) -> list[StepHit]:
         """Every step of a lesson in order (no excerpt)."""
@@ -96,15 +143,44 @@ class StepIndex:
         return [StepHit(lesson_id, step, int(pos), title, "", 0.0) for step, pos, title in found]
 
 
-def _match_expression(query: str) -> str | None:
-    """Any of the query's words (3+ letters) as a prefix: 'epoch' also finds 'epoch'ta'.
+def query_terms(query: str) -> list[str]:
+    """The query's informative words (3+ letters, no common word of our languages), in order."""
+    words = dict.fromkeys(_fold(word) for word in _TOKEN.findall(query))
+    return [word for word in words if word not in _IGNORED][:MAX_QUERY_TOKENS]
+
+
+def _match_expression(terms: list[str]) -> str | None:
+    """Any of the terms as a prefix: 'epoch' also finds 'epoch'ta'.
 
     Every word is quoted, so FTS5 operators typed by the learner are only words.
     """
-    words = list(dict.fromkeys(word.lower() for word in _TOKEN.findall(query)))
-    if not words:
+    if not terms:
         return None
-    return " OR ".join(f'"{word}"*' for word in words[:MAX_QUERY_TOKENS])
+    return " OR ".join(f'"{word}"*' for word in terms)
+
+
+def _fold(word: str) -> str:
+    """Lowered, without diacritics, as the FTS5 tokenizer compares ('ı' stays its own letter)."""
+    decomposed = unicodedata.normalize("NFKD", word.lower())
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+_IGNORED = frozenset(_fold(word) for word in _QUESTION_WORDS.union(*STOP_WORDS.values()))
+
+
+def _words(text: str) -> list[str]:
+    return [_fold(word) for word in re.findall(r"[^\W_]+", text, re.UNICODE)]
+
+
+def _holds(words: frozenset[str], term: str) -> bool:
+    """A word of the step starts with the term (or, for 'set_epoch', holds each of its parts)."""
+    parts = [_stem(part) for part in term.split("_") if part]
+    return all(any(word.startswith(part) for word in words) for part in parts)
+
+
+def _stem(word: str) -> str:
+    """A crude stem for every language: 'epocas' finds 'epoca', 'sırayı' finds 'sıra'."""
+    return word[: max(4, len(word) - 2)] if len(word) > 5 else word
 
 
 _built: tuple[Catalog, StepIndex] | None = None

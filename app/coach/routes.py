@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.auth.deps import CurrentInstructor, CurrentLearner
@@ -22,12 +22,34 @@ from app.coach.schemas import (
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
-from app.i18n import LocaleDep
+from app.i18n import SUPPORTED_LOCALES, resolve_locale
 from app.submissions.routes import SessionFactoryDep
 
 api_router = APIRouter(tags=["coach"])
 
 EVENT_STREAM = "text/event-stream"
+
+
+def coach_locale(
+    request: Request,
+    locale: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="The page's language ("
+            + ", ".join(SUPPORTED_LOCALES)
+            + "): after the language chooser's cookie `rdv_locale`, before `Accept-Language`. "
+            "The coach answers a question written in another of these languages in that "
+            "language, and says so.",
+            examples=["tr"],
+        ),
+    ] = None,
+) -> str:
+    """The request's locale, with `?locale=` documented on the coach's operations."""
+    return resolve_locale(request)
+
+
+LocaleDep = Annotated[str, Depends(coach_locale)]
 
 
 @api_router.post(
@@ -70,9 +92,15 @@ def ask_coach(
         session, user_id=learner.id, body=body, locale=locale, settings=settings
     )
     provider = service.provider_from(settings)
-    headers = {"Content-Language": locale, "Cache-Control": "no-store"}
+    # Nothing of the request's transaction or connection is held while the model answers: on
+    # SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer would
+    # stall every other learner's writes. What the answer needs is in `prepared` (plain data);
+    # it is stored afterwards in a short transaction of its own.
+    session.commit()
+    session.close()
+    user_id = learner.id
+    headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
     if accept and EVENT_STREAM in accept:
-        user_id = learner.id
 
         def events() -> Iterator[str]:
             for kind, payload in service.stream(prepared, provider):
@@ -87,7 +115,8 @@ def ask_coach(
         headers["X-Accel-Buffering"] = "no"
         return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
     reply = service.answer(prepared, provider)
-    service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
+    with sessions() as own:
+        service.record(own, user_id=user_id, prepared=prepared, reply=reply)
     return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -96,7 +97,7 @@ def with_model(app: FastAPI, fake_model: FakeModel) -> FakeModel:
         update={
             "coach_url": fake_model.url,
             "coach_model": "tutor-7b",
-            "coach_api_key": "sk-test",
+            "coach_api_key": SecretStr("sk-test"),
             "coach_timeout_seconds": 2.0,
         }
     )

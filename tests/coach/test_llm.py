@@ -4,6 +4,7 @@ way it fails (down, slow, an error status, a body that is no completion, a strea
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
 from app.coach.llm import ChatProvider, ProviderFailed
 from tests.coach.fake_llm import DEFAULT_ANSWER, FakeModel
@@ -13,7 +14,7 @@ MESSAGES = [{"role": "system", "content": "rules"}, {"role": "user", "content": 
 
 def provider(model: FakeModel, timeout_s: float = 5.0) -> ChatProvider:
     return ChatProvider(
-        base_url=model.url, model="tutor-7b", api_key="sk-test", timeout_s=timeout_s
+        base_url=model.url, model="tutor-7b", api_key=SecretStr("sk-test"), timeout_s=timeout_s
     )
 
 
