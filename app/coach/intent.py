@@ -42,7 +42,8 @@ _PATTERNS: list[tuple[Kind, re.Pattern[str]]] = [
     (
         "why_failed",
         re.compile(
-            r"\bwhy\b.{0,40}\b(fail|wrong|error|not|doesn|didn|isn|hang|stuck|crash)"
+            r"\bwhy\b.{0,40}\b(fail|wrong|error|not|doesn|didn|isn|hang|stuck|crash)|\bwhy did\b"
+            r"|\bneden\b.{0,40}\w+d[ıiuü]\b|\bpor ?que\b.{0,40}\w+([oei]u|[aei]ram)\b"
             r"|\b(still|again) (stuck|failing|fails|wrong|broken)|\bi'?m stuck\b|\bhint\b"
             r"|\bwhat('s| is) wrong\b|\bhow (do i|to|can i) fix\b|\bdoesn'?t work\b"
             r"|neden\b.{0,40}(başarısız|hata|olmu|çalışm|yanlış|geçm|kal)|niye|niçin"

@@ -64,3 +64,31 @@ def failed_attempts(session: Session, *, submission: Submission) -> int:
         )
     ).all()
     return sum(1 for result in rows if (result or {}).get("status") == "fail")
+
+
+def failures_per_check(session: Session, *, submission: Submission) -> dict[str, int]:
+    """For each check: in how many of the learner's graded submissions of this exercise, up to
+    this one, it failed (escalation is per check, not per exercise)."""
+    rows = session.scalars(
+        select(Submission.result).where(
+            Submission.user_id == submission.user_id,
+            Submission.exercise == submission.exercise,
+            Submission.status == DONE,
+            Submission.created_at <= submission.created_at,
+        )
+    ).all()
+    counts: dict[str, int] = {}
+    for result in rows:
+        for check in (result or {}).get("checks") or []:
+            if check.get("status") == "fail":
+                counts[str(check["id"])] = counts.get(str(check["id"]), 0) + 1
+    return counts
+
+
+def asked_about(session: Session, *, submission_id: uuid.UUID) -> list[str | None]:
+    """The check each earlier question about this submission was about (None: none clicked)."""
+    return list(
+        session.scalars(
+            select(CoachExchange.check_id).where(CoachExchange.submission_id == submission_id)
+        )
+    )

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.auth.deps import CurrentInstructor, CurrentLearner
-from app.coach import service, struggles
+from app.coach import replies, service, struggles
 from app.coach.schemas import (
     CoachAnswer,
     CoachExchangePublic,
@@ -23,7 +23,7 @@ from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
 from app.i18n import SUPPORTED_LOCALES, resolve_locale
-from app.submissions.routes import SessionFactoryDep
+from app.submissions.routes import SessionFactory
 
 api_router = APIRouter(tags=["coach"])
 
@@ -50,6 +50,15 @@ def coach_locale(
 
 
 LocaleDep = Annotated[str, Depends(coach_locale)]
+
+
+def coach_sessions(request: Request) -> SessionFactory:
+    """Short transactions of their own, after the request's has ended (the app's unit of work)."""
+    factory: SessionFactory = request.app.state.unit_of_work
+    return factory
+
+
+SessionFactoryDep = Annotated[SessionFactory, Depends(coach_sessions)]
 
 
 @api_router.post(
@@ -96,14 +105,13 @@ def ask_coach(
     # SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer would
     # stall every other learner's writes. What the answer needs is in `prepared` (plain data);
     # it is stored afterwards in a short transaction of its own.
-    session.commit()
-    session.close()
+    session.commit()  # ends the transaction: the connection goes back to the pool
     user_id = learner.id
     headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
     if accept and EVENT_STREAM in accept:
 
         def events() -> Iterator[str]:
-            for kind, payload in service.stream(prepared, provider):
+            for kind, payload in replies.stream(prepared, provider):
                 if kind == "done":
                     with sessions() as own:
                         service.record(own, user_id=user_id, prepared=prepared, reply=payload)
@@ -114,7 +122,7 @@ def ask_coach(
 
         headers["X-Accel-Buffering"] = "no"
         return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
-    reply = service.answer(prepared, provider)
+    reply = replies.answer(prepared, provider)
     with sessions() as own:
         service.record(own, user_id=user_id, prepared=prepared, reply=reply)
     return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
