@@ -142,7 +142,7 @@ class BuiltinCoach:
         if check.stack:
             stuck = self.t(N_("Where the rank was"))
             lines.append(f"**{stuck}:**\n\n```text\n{check.stack}\n```")
-        why_text = check.case_text or check.hint
+        why_text = self._why(check)
         if why_text:
             why = self.t(N_("Why it is wrong"))
             lines.append(f"**{why}:** {why_text}")
@@ -153,6 +153,12 @@ class BuiltinCoach:
             answer.cite(step)
             lines.append(self.t(N_("The lesson explains it in the step {link}."), link=link_to(step)))
         return "\n\n".join(lines)
+
+    @staticmethod
+    def _why(check: FailedCheck) -> str | None:
+        """What the run showed, else the check's hint; a nudge shows no hint (hints name the
+        calls and may hold code: that is for the pointer and the fix)."""
+        return check.case_text or (check.hint if check.level != "nudge" else None)
 
     def _one_line(self, check: FailedCheck) -> str:
         return f"**{check.title}** ({self._where(check)}): {check.message}"
@@ -244,11 +250,10 @@ class BuiltinCoach:
         if at_line:
             parts.append(self.t(N_("What the grader saw there:")))
             parts.append("\n".join(f"- {self._one_line(check)}" for check in at_line))
-            for check in at_line:
-                if check.case_text or check.hint:
-                    why = self.t(N_("Why it is wrong"))
-                    parts.append(f"**{why}:** {check.case_text or check.hint}")
-                    break
+            why_text = next((text for check in at_line if (text := self._why(check))), None)
+            if why_text:
+                why = self.t(N_("Why it is wrong"))
+                parts.append(f"**{why}:** {why_text}")
         else:
             parts.append(
                 self.t(

@@ -22,7 +22,13 @@ _OVERLAP = {"sampler.overlap", "sampler.same_samples", "sampler.hand_made_overla
 _COVERAGE = {"sampler.partial", "sampler.partial_one"}
 _NOT_LOADED = {"elastic.not_loaded", "elastic.not_loaded_one"}
 _STARTED_OVER = {"elastic.started_over"}
-_TIMEOUT_IDS = {"run.unfinished", "run.unfinished_at", "run.store_timeout", "run.stopped_early"}
+_TIMEOUT_IDS = {
+    "run.unfinished",
+    "run.unfinished_at",
+    "run.store_timeout",
+    "run.stopped_early",
+    "run.collective_timeout",
+}
 
 EXPLANATIONS: dict[tuple[str, str], str] = {
     ("sampler.shards", "overlap"): N_(
@@ -57,24 +63,40 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
 def case_of(check: dict[str, Any]) -> str | None:
     """The case of a failed check the run showed, for the checks that have several."""
     check_id = check.get("id")
-    message_id = check.get("message_id")
+    # The message's own id and those nested in its parameters ("combine.with_ranks" wraps the
+    # check's real sentence, e.g. "sampler.overlap").
+    ids = {check.get("message_id"), *_nested_ids(check.get("params"))}
     english = str(check.get("message") or "").lower()
     if check_id == "sampler.shards":
-        if message_id in _OVERLAP:
+        if ids & _OVERLAP:
             return "overlap"
-        if message_id in _COVERAGE:
+        if ids & _COVERAGE:
             return "coverage"
     elif check_id == "elastic.resumed":
-        if message_id in _NOT_LOADED:
+        if ids & _NOT_LOADED:
             return "not_loaded"
-        if message_id in _STARTED_OVER:
+        if ids & _STARTED_OVER:
             return "started_over"
     elif check_id == "run.completed":
         if "consolidat" in english:
             return "not_consolidated"
-        if message_id in _TIMEOUT_IDS or "timed out" in english or "timeout" in english:
+        if ids & _TIMEOUT_IDS or "timed out" in english or "timeout" in english:
             return "timeout"
     return None
+
+
+def _nested_ids(params: Any) -> set[str]:
+    """Every message id inside a Result's parameters ({"id", "en", "params"} values)."""
+    found: set[str] = set()
+    if isinstance(params, dict):
+        if isinstance(params.get("id"), str) and "en" in params:
+            found.add(params["id"])
+        for value in params.values():
+            found |= _nested_ids(value)
+    elif isinstance(params, list):
+        for value in params:
+            found |= _nested_ids(value)
+    return found
 
 
 def explanation(check_id: str, case: str | None, locale: str) -> str | None:

@@ -21,32 +21,14 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 
-# A solution line shorter than this ("model.train()", "import os") gives nothing away by itself.
-MIN_TELLING_CHARS = 14
+from app.content.codeleak import squeeze, telling_lines
+
 # A block this similar to the solution, and at least this share of its length, is the solution.
 SIMILAR_RATIO = 0.6
 SIMILAR_SHARE = 0.4
 _FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
 # Module names kept as they are when names are renamed: they say what the program calls.
 _KEPT_NAMES = frozenset({"torch", "dist", "nn", "os", "optim", "DDP", "F", "mp", "time", "math"})
-
-
-def squeeze(text: str) -> str:
-    """Code compared without its spacing: `(i+1)%N==0` is `(i + 1) % N == 0`."""
-    return "".join(text.split())
-
-
-def strip_comment(line: str) -> str:
-    """The line without its trailing comment (a `#` inside a string stays)."""
-    quote: str | None = None
-    for position, char in enumerate(line):
-        if quote is None and char in "\"'":
-            quote = char
-        elif quote is not None and char == quote and line[position - 1] != "\\":
-            quote = None
-        elif quote is None and char == "#":
-            return line[:position].rstrip()
-    return line.rstrip()
 
 
 def code_tokens(code: str) -> list[str] | None:
@@ -104,11 +86,7 @@ class SolutionGuard:
         except OSError:
             return None
         public = squeeze("\n".join((starter, learner_code, public_text)))
-        telling = set()
-        for line in text.splitlines():
-            code = squeeze(strip_comment(line))
-            if len(code) >= MIN_TELLING_CHARS and code not in public:
-                telling.add(code)
+        telling = telling_lines(text, starter, learner_code, public_text)
         return cls(frozenset(telling), tuple(code_tokens(text) or ()), public)
 
     def leaked_lines(self, answer: str) -> list[str]:
