@@ -24,7 +24,7 @@ from app.coach.levels import Level
 from app.coach.schemas import Source
 from app.coach.topics import untaught_topic
 from app.errors import N_
-from app.i18n import translate
+from app.i18n import get_translations, translate
 
 EXPLANATION_CHARS = 500  # the lesson's explanation: whole paragraphs up to about this much
 
@@ -85,9 +85,8 @@ class BuiltinCoach:
             return self._explain_line(run, intent, first)
         if intent.kind in ("concept", "other"):
             answer = self.about_topic(question, run.lesson_id)
-            if answer.covered or intent.kind == "concept" or first is None:
-                self._tie(answer, run, first)
-                return answer
+            self._tie(answer, run, first)
+            return answer
         if first is None:
             answer = Answer(
                 self.t(N_("Every check of this submission passed: there is no failure to explain."))
@@ -108,12 +107,13 @@ class BuiltinCoach:
         return answer
 
     def _intro(self, run: RunEvidence, first: FailedCheck) -> str:
+        ngettext = get_translations(self.locale).ngettext
         where = (
-            self.t(
-                N_("Your run on {size} ranks failed {count} of its checks."),
-                size=run.world_size,
-                count=len(run.failed),
-            )
+            ngettext(
+                "Your run on {size} rank failed {count} of its checks.",
+                "Your run on {size} ranks failed {count} of its checks.",
+                run.world_size,
+            ).format(size=run.world_size, count=len(run.failed))
             if run.world_size
             else self.t(N_("Your run failed {count} of its checks."), count=len(run.failed))
         )

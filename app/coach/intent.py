@@ -44,12 +44,12 @@ _PATTERNS: list[tuple[Kind, re.Pattern[str]]] = [
         re.compile(
             r"\bwhy\b.{0,40}\b(fail|wrong|error|not|doesn|didn|isn|hang|stuck|crash)|\bwhy did\b"
             r"|\bneden\b.{0,40}\w+d[ıiuü]\b|\bpor ?que\b.{0,40}\w+([oei]u|[aei]ram)\b"
-            r"|\b(still|again) (stuck|failing|fails|wrong|broken)|\bi'?m stuck\b|\bhint\b"
+            r"|\b(still|again) (stuck|failing|fails|wrong|broken)|\bstuck\b|\bhint\b|\bhelp\b"
             r"|\bwhat('s| is) wrong\b|\bhow (do i|to|can i) fix\b|\bdoesn'?t work\b"
             r"|neden\b.{0,40}(başarısız|hata|olmu|çalışm|yanlış|geçm|kal)|niye|niçin"
-            r"|hala takıl|hâlâ takıl|takıldım|ipucu|ne yanlış|nasıl düzelt"
+            r"|hala takıl|hâlâ takıl|takıldım|ipucu|ne yanlış|nasıl düzelt|yardım"
             r"|por ?que\b.{0,40}(falh|err|não|trav)|ainda (estou )?(travad|falh|não)|estou travad|\bdica\b"
-            r"|o que (está|esta|tá) errado|como (eu )?(corrijo|conserto|arrumo)|não funciona"
+            r"|o que (está|esta|tá) errado|como (eu )?(corrijo|conserto|arrumo)|não funciona|ajuda"
             r"|^(why|neden|por que)\??$"
         ),
     ),
