@@ -229,7 +229,7 @@ def _gather(
     if locale != page_locale:
         builtin.markdown = f"{_language_note(locale, page_locale)}\n\n{builtin.markdown}"
     steps = _steps_for_model(index, body, locale, run, focus, builtin)
-    public = _public_text(index, locale, info)
+    public = public_text(index, locale, info)
     guard = (
         SolutionGuard.for_exercise(info.solution_path, info.starter_code, code or "", public)
         if info is not None
@@ -318,7 +318,7 @@ def _steps_for_model(
     ]
 
 
-def _public_text(index: StepIndex, locale: str, info: content.ExerciseInfo | None) -> str:
+def public_text(index: StepIndex, locale: str, info: content.ExerciseInfo | None) -> str:
     """What the learner can already read: the exercise's prompt and its lesson's steps."""
     if info is None:
         return ""
