@@ -352,12 +352,21 @@ class BuiltinCoach:
         return answer
 
     def _hits(self, question: str, lesson_id: str) -> list[StepHit]:
+        """This lesson's best steps; the whole course's when the lesson's are weak (fewer than
+        two, or another lesson's best step holds more of the question in its title)."""
         hits = self.index.search(question, self.locale, lesson_id=lesson_id, limit=3)
-        if len(hits) < 2:  # little or nothing in this lesson: look in the whole course
-            seen = {(hit.lesson_id, hit.step_id) for hit in hits}
-            more = self.index.search(question, self.locale, limit=3)
-            hits += [hit for hit in more if (hit.lesson_id, hit.step_id) not in seen]
-        return hits[:3]
+        course = self.index.search(question, self.locale, limit=3)
+        if course and (
+            not hits
+            or self.index.title_share(question, course[0], self.locale)
+            > self.index.title_share(question, hits[0], self.locale)
+        ):
+            hits.insert(0, course[0])
+        if len(hits) < 2:
+            hits += course
+        unique = {(hit.lesson_id, hit.step_id): hit for hit in reversed(hits)}
+        ordered = sorted(unique.values(), key=hits.index)
+        return ordered[:3]
 
     def _list_related(self, answer: Answer, question: str, lesson_id: str) -> None:
         hits = self._hits(question, lesson_id)

@@ -5,20 +5,26 @@ the loaded lesson YAML: at start, and again whenever the content service reloads
 Each step is indexed once per locale, in that locale's text (English where it has no translation).
 
 A query keeps only its informative words (each language's common words are dropped: "qual" no
-longer finds "qualquer"), and a hit counts only when it holds more than half of them (a crude stem
-each: "épocas" finds "época"). "A pancake recipe" or "the capital of Australia" then find
+longer finds "qualquer"), each weighted by how rare it is in the course (a word no step holds
+weighs the most), and a hit counts only when it holds more than half of that weight, or a good
+part of it with some in its title (a crude stem each: "épocas" finds "época"); hits are ranked
+by the weight their title holds, then the weight they hold, then BM25. "A pancake recipe" or "the capital of Australia" then find
 nothing instead of the least bad steps.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import threading
 import unicodedata
 from dataclasses import dataclass
 
+from pathlib import Path
+
 from app.coach.language import STOP_WORDS
+from app.config import REPO_ROOT
 from app.content import service as content
 from app.content.loader import Catalog
 from app.i18n import SUPPORTED_LOCALES
@@ -29,13 +35,15 @@ _TOKEN = re.compile(r"\w{3,}", re.UNICODE)
 _MARKDOWN_NOISE = re.compile(r"[`*#>\[\]]+")
 MAX_QUERY_TOKENS = 24
 MIN_COVERAGE = 0.5
+TITLE_COVERAGE = 0.35
 # Words of questions that say nothing about the topic, on top of each language's stop words.
 _QUESTION_WORDS = frozenset(
     "use using used work works does mean means happen happens need needs want know exactly "
     "really thing things something anything good best way ways kullan kullanmak kullanılır "
     "çalışır gerek gerekir lazım şey usar usa uso funciona precisa preciso coisa vale pena "
     "quero sobre usam every each same always todas todos mesma mesmo cada sempre quando onde "
-    "muito her aynı hep".split()
+    "muito her aynı hep under over into onto diferenca diferença entre gerekiyor gerekir etmek "
+    "etmemiz ediyor yapmak yapmalıyım olmalı başta happen happens happened".split()
 )
 
 
@@ -78,8 +86,12 @@ class StepIndex:
         # Per locale: each step's words (for coverage) and its body (for the answer's text).
         self._words: dict[tuple[str, str, str], frozenset[str]] = {}
         self._bodies: dict[tuple[str, str, str], str] = {}
+        self._titles: dict[tuple[str, str, str], frozenset[str]] = {}
+        self._weights: dict[tuple[str, str], float] = {}
+        self._glossary = glossary_words()
         for locale, lesson_id, step_id, _position, title, text in rows:
             self._words[(locale, lesson_id, step_id)] = frozenset(_words(f"{title} {text}"))
+            self._titles[(locale, lesson_id, step_id)] = frozenset(_words(title))
         for loaded in catalog.ordered:
             for step in loaded.lesson.steps:
                 for locale in SUPPORTED_LOCALES:
@@ -119,14 +131,49 @@ class StepIndex:
             for lesson, step, position, title, excerpt, score in found
         ]
         if relevant_only:
-            hits = [hit for hit in hits if self.relevant(terms, hit, locale)]
+            held = {hit: self._held(terms, hit, locale) for hit in hits}
+            relevant = [hit for hit in hits if _relevant(*held[hit])]
+            if not relevant:  # a course term asked about in other words: the steps that hold it
+                course_terms = [term for term in terms if term in self._glossary]
+                relevant = [
+                    hit
+                    for hit in hits
+                    if any(_holds(self._words[(locale, hit.lesson_id, hit.step_id)], term)
+                           for term in course_terms)
+                ]
+            hits = relevant
+            # Best first: the weight of the query words in the title, then in the step, then BM25.
+            hits.sort(key=lambda hit: (-held[hit][0], -held[hit][1], hit.score))
         return hits[:limit]
 
     def relevant(self, terms: list[str], hit: StepHit, locale: str) -> bool:
-        """The step holds more than half of the query's informative words."""
-        words = self._words.get((locale, hit.lesson_id, hit.step_id), frozenset())
-        held = sum(1 for term in terms if _holds(words, term))
-        return held / len(terms) > MIN_COVERAGE if terms else False
+        return _relevant(*self._held(terms, hit, locale))
+
+    def title_share(self, query: str, hit: StepHit, locale: str) -> float:
+        """The share of the query's weight that the step's title holds."""
+        return self._held(query_terms(query), hit, locale)[0]
+
+    def _held(self, terms: list[str], hit: StepHit, locale: str) -> tuple[float, float]:
+        """The share of the query's weight (a word weighs more the fewer steps hold it; one no
+        step holds weighs the most) that the step's title holds, and that the whole step holds."""
+        key = (locale, hit.lesson_id, hit.step_id)
+        words = self._words.get(key, frozenset())
+        title = self._titles.get(key, frozenset())
+        weights = {term: self._weight(term, locale) for term in terms}
+        total = sum(weights.values()) or 1.0
+        return (
+            sum(weight for term, weight in weights.items() if _holds(title, term)) / total,
+            sum(weight for term, weight in weights.items() if _holds(words, term)) / total,
+        )
+
+    def _weight(self, term: str, locale: str) -> float:
+        cached = self._weights.get((locale, term))
+        if cached is None:
+            steps = [words for (loc, *_), words in self._words.items() if loc == locale]
+            holding = sum(1 for words in steps if _holds(words, term))
+            cached = math.log((len(steps) + 1) / (holding + 0.5))
+            self._weights[(locale, term)] = cached
+        return cached
 
     def text_of(self, lesson_id: str, step_id: str, locale: str) -> str:
         """The step's body (Markdown) in `locale`, English where it has no translation."""
@@ -179,8 +226,37 @@ def _holds(words: frozenset[str], term: str) -> bool:
 
 
 def _stem(word: str) -> str:
-    """A crude stem for every language: 'epocas' finds 'epoca', 'sırayı' finds 'sıra'."""
+    """A crude stem for every language: 'epocas' finds 'epoca', 'ağırlıkları' 'ağırlıklar'."""
+    if len(word) > 6:
+        return word[: max(5, len(word) - 3)]
     return word[: max(4, len(word) - 2)] if len(word) > 5 else word
+
+
+def _relevant(in_title: float, in_step: float) -> bool:
+    """More than half of the query's weight, or a good part of it with some in the title."""
+    return in_step > MIN_COVERAGE or (in_title > 0 and in_step >= TITLE_COVERAGE)
+
+
+GLOSSARY = REPO_ROOT / "docs" / "glossary.md"
+
+
+def glossary_words(path: Path = GLOSSARY) -> frozenset[str]:
+    """The course's own terms: each one-word term of the glossary's tables, in every language
+    (`worker`, `torchrun`, `epoch`, `barrier`), folded; none if the file is missing."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return frozenset()
+    words = set()
+    for line in text.splitlines():
+        if not line.startswith("| ") or line.startswith("| en ") or line.startswith("|---"):
+            continue
+        for cell in line.strip("|").split("|")[:3]:
+            for term in re.split(r"[,;()`/]", cell):
+                parts = _words(term)
+                if len(parts) == 1 and len(parts[0]) >= 4 and parts[0] not in _IGNORED:
+                    words.add(parts[0])
+    return frozenset(words)
 
 
 _built: tuple[Catalog, StepIndex] | None = None
