@@ -78,7 +78,9 @@ class BuiltinCoach:
                     )
                 )
             )
-        first = next((c for c in run.failed if c.id == focus), run.failed[0] if run.failed else None)
+        first = next(
+            (c for c in run.failed if c.id == focus), run.failed[0] if run.failed else None
+        )
         if intent.kind == "give_answer":
             return self._refuse(first, run)
         if intent.kind == "run_line" and first is not None:
@@ -129,9 +131,7 @@ class BuiltinCoach:
             return self.t(N_("First a nudge: a question that points at what to look at."))
         if level == "pointer":
             return self.t(N_("You are still stuck here, so here is a pointer to what is wrong."))
-        return self.t(
-            N_("You are still stuck here, so here is what to change on your own line.")
-        )
+        return self.t(N_("You are still stuck here, so here is what to change on your own line."))
 
     def _explain_check(self, check: FailedCheck, lesson_id: str, answer: Answer) -> str:
         lines = [f"### {check.title}"]
@@ -151,7 +151,9 @@ class BuiltinCoach:
         step = self._step_for(check, lesson_id)
         if step is not None:
             answer.cite(step)
-            lines.append(self.t(N_("The lesson explains it in the step {link}."), link=link_to(step)))
+            lines.append(
+                self.t(N_("The lesson explains it in the step {link}."), link=link_to(step))
+            )
         return "\n\n".join(lines)
 
     @staticmethod
@@ -256,14 +258,10 @@ class BuiltinCoach:
                 parts.append(f"**{why}:** {why_text}")
         else:
             parts.append(
-                self.t(
-                    N_("No failed check points at that line. The failed checks point at:")
-                )
+                self.t(N_("No failed check points at that line. The failed checks point at:"))
             )
             parts.append("\n".join(f"- {self._one_line(check)}" for check in run.failed))
-        stack = next(
-            (check.stack for check in at_line or [first] if check.stack), None
-        )
+        stack = next((check.stack for check in at_line or [first] if check.stack), None)
         if stack:
             stuck = self.t(N_("Where the rank was"))
             parts.append(f"**{stuck}:**\n\n```text\n{stack}\n```")
@@ -293,8 +291,10 @@ class BuiltinCoach:
                 first,
             )
             tie = self.t(
-                N_("In your run: the check “{title}” failed ({where}). Ask “Why did this fail?” "
-                "to go through it."),
+                N_(
+                    "In your run: the check “{title}” failed ({where}). Ask “Why did this fail?” "
+                    "to go through it."
+                ),
                 title=related.title,
                 where=self._where(related),
             )

@@ -8,8 +8,8 @@ A query keeps only its informative words (each language's common words are dropp
 longer finds "qualquer"), each weighted by how rare it is in the course (a word no step holds
 weighs the most), and a hit counts only when it holds more than half of that weight, or a good
 part of it with some in its title (a crude stem each: "épocas" finds "época"); hits are ranked
-by the weight their title holds, then the weight they hold, then BM25. "A pancake recipe" or "the capital of Australia" then find
-nothing instead of the least bad steps.
+by the weight their title holds, then the weight they hold, then BM25. "A pancake recipe" or
+"the capital of Australia" then find nothing instead of the least bad steps.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sqlite3
 import threading
 import unicodedata
 from dataclasses import dataclass
-
 from pathlib import Path
 
 from app.coach.language import STOP_WORDS
@@ -38,12 +37,87 @@ MIN_COVERAGE = 0.5
 TITLE_COVERAGE = 0.35
 # Words of questions that say nothing about the topic, on top of each language's stop words.
 _QUESTION_WORDS = frozenset(
-    "use using used work works does mean means happen happens need needs want know exactly "
-    "really thing things something anything good best way ways kullan kullanmak kullanılır "
-    "çalışır gerek gerekir lazım şey usar usa uso funciona precisa preciso coisa vale pena "
-    "quero sobre usam every each same always todas todos mesma mesmo cada sempre quando onde "
-    "muito her aynı hep under over into onto diferenca diferença entre gerekiyor gerekir etmek "
-    "etmemiz ediyor yapmak yapmalıyım olmalı başta happen happens happened".split()
+    [
+        "use",
+        "using",
+        "used",
+        "work",
+        "works",
+        "does",
+        "mean",
+        "means",
+        "happen",
+        "happens",
+        "need",
+        "needs",
+        "want",
+        "know",
+        "exactly",
+        "really",
+        "thing",
+        "things",
+        "something",
+        "anything",
+        "good",
+        "best",
+        "way",
+        "ways",
+        "kullan",
+        "kullanmak",
+        "kullanılır",
+        "çalışır",
+        "gerek",
+        "gerekir",
+        "lazım",
+        "şey",
+        "usar",
+        "usa",
+        "uso",
+        "funciona",
+        "precisa",
+        "preciso",
+        "coisa",
+        "vale",
+        "pena",
+        "quero",
+        "sobre",
+        "usam",
+        "every",
+        "each",
+        "same",
+        "always",
+        "todas",
+        "todos",
+        "mesma",
+        "mesmo",
+        "cada",
+        "sempre",
+        "quando",
+        "onde",
+        "muito",
+        "her",
+        "aynı",
+        "hep",
+        "under",
+        "over",
+        "into",
+        "onto",
+        "diferenca",
+        "diferença",
+        "entre",
+        "gerekiyor",
+        "gerekir",
+        "etmek",
+        "etmemiz",
+        "ediyor",
+        "yapmak",
+        "yapmalıyım",
+        "olmalı",
+        "başta",
+        "happen",
+        "happens",
+        "happened",
+    ]
 )
 
 
@@ -138,8 +212,10 @@ class StepIndex:
                 relevant = [
                     hit
                     for hit in hits
-                    if any(_holds(self._words[(locale, hit.lesson_id, hit.step_id)], term)
-                           for term in course_terms)
+                    if any(
+                        _holds(self._words[(locale, hit.lesson_id, hit.step_id)], term)
+                        for term in course_terms
+                    )
                 ]
             hits = relevant
             # Best first: the weight of the query words in the title, then in the step, then BM25.

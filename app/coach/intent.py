@@ -26,7 +26,8 @@ _PATTERNS: list[tuple[Kind, re.Pattern[str]]] = [
             r"|\bwhat is the (answer|solution)\b|\bdo it for me\b"
             r"|cevab[ıi]\s*(ver|söyle|yaz)|çözüm[üu]?\s*(ver|söyle|yaz|göster)|kodu?\s*(yaz|ver)"
             r"|doğru kod|tam kod|\bme (dê|dá|de|mostre|diga|passe)\b.{0,20}"
-            r"\b(resposta|solução|solucao|código|codigo)\b|\bescreva o código\b|código (pronto|completo)"
+            r"\b(resposta|solução|solucao|código|codigo)\b"
+            r"|\bescreva o código\b|código (pronto|completo)"
             r"|\b(a|qual é a) (resposta|solução)( certa| completa)?\??$"
         ),
     ),
@@ -48,7 +49,8 @@ _PATTERNS: list[tuple[Kind, re.Pattern[str]]] = [
             r"|\bwhat('s| is) wrong\b|\bhow (do i|to|can i) fix\b|\bdoesn'?t work\b"
             r"|neden\b.{0,40}(başarısız|hata|olmu|çalışm|yanlış|geçm|kal)|niye|niçin"
             r"|hala takıl|hâlâ takıl|takıldım|ipucu|ne yanlış|nasıl düzelt|yardım"
-            r"|por ?que\b.{0,40}(falh|err|não|trav)|ainda (estou )?(travad|falh|não)|estou travad|\bdica\b"
+            r"|por ?que\b.{0,40}(falh|err|não|trav)|ainda (estou )?(travad|falh|não)"
+            r"|estou travad|\bdica\b"
             r"|o que (está|esta|tá) errado|como (eu )?(corrijo|conserto|arrumo)|não funciona|ajuda"
             r"|^(why|neden|por que)\??$"
         ),
@@ -57,9 +59,11 @@ _PATTERNS: list[tuple[Kind, re.Pattern[str]]] = [
         "concept",
         re.compile(
             r"\bwhat('s| is| are| does| do)\b|\bexplain\b|\bhow does\b|\bdifference\b"
-            r"|\bwhy (do|does|should|would|is|are)\b|\bwhen (do|should)\b|\bhow (do i|to|can i) use\b"
+            r"|\bwhy (do|does|should|would|is|are)\b|\bwhen (do|should)\b"
+            r"|\bhow (do i|to|can i) use\b"
             r"|nedir|ne işe yarar|ne yapar|açıkla|nasıl çalışır|farkı ne|neden gerek|ne zaman"
-            r"|\bo que (é|faz|são)\b|\bo que .{0,30}\bfaz\b|\bqual\b|para que serve|expli(que|ca)|como funciona|diferença"
+            r"|\bo que (é|faz|são)\b|\bo que .{0,30}\bfaz\b|\bqual\b|para que serve"
+            r"|expli(que|ca)|como funciona|diferença"
             r"|\bquando (devo|usar)\b|\bpor que (usar|preciso)\b"
         ),
     ),

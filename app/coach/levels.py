@@ -25,5 +25,7 @@ def asks_about(asked: list[str | None], check_id: str, first_failed: str | None)
     """Earlier questions about `check_id`: those that clicked it, and those that clicked nothing
     when it is the check an answer leads with (the first failed one)."""
     return sum(
-        1 for clicked in asked if clicked == check_id or (clicked is None and check_id == first_failed)
+        1
+        for clicked in asked
+        if clicked == check_id or (clicked is None and check_id == first_failed)
     )

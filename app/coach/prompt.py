@@ -84,7 +84,9 @@ def _evidence(run: RunEvidence, focus: str | None, locale: str) -> str:
             if part
         )
         asked = " (the check the learner asks about)" if number == 0 else ""
-        lines.append(f"- Failed check {check.id} ({check.title}){asked} at {where or 'every rank'}:")
+        lines.append(
+            f"- Failed check {check.id} ({check.title}){asked} at {where or 'every rank'}:"
+        )
         lines.append(f"  what happened: {check.message}")
         if check.code_line:
             lines.append(f"  the learner's line: {check.code_line.strip()}")
@@ -98,5 +100,7 @@ def _evidence(run: RunEvidence, focus: str | None, locale: str) -> str:
             lines.append(f"  coaching level: {LEVEL_MEANING[check.level]}; stay at this level.")
             if check.levels is not None:
                 authored = getattr(check.levels, check.level)
-                lines.append(f"  the course's text for this level: {authored.get(locale) or authored.en}")
+                lines.append(
+                    f"  the course's text for this level: {authored.get(locale) or authored.en}"
+                )
     return "\n".join(lines)

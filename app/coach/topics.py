@@ -33,9 +33,10 @@ _TOPICS: list[tuple[re.Pattern[str], Untaught]] = [
         Untaught("torch.distributed.rpc", "data-vs-model-parallelism", "model-parallelism"),
     ),
     (re.compile(r"\bslurm\b|\bsbatch\b"), Untaught("Slurm", "torchrun-launch", "multi-node")),
-    (re.compile(r"\bdcp\b|torch\.distributed\.checkpoint"), Untaught(
-        "torch.distributed.checkpoint", "syncbn-sharded-state", "fsdp2-and-dcp"
-    )),
+    (
+        re.compile(r"\bdcp\b|torch\.distributed\.checkpoint"),
+        Untaught("torch.distributed.checkpoint", "syncbn-sharded-state", "fsdp2-and-dcp"),
+    ),
 ]
 
 

@@ -58,7 +58,7 @@ def solution_code_in(text: str, solution: str, starter: str) -> list[str]:
     starter_code = squeeze(starter)
     for span in _INLINE.findall(text):
         code = squeeze(strip_comment(span))
-        if len(code) >= MIN_SPAN_CHARS and not _NAME.match(code) and code not in starter_code:
-            if any(code in line for line in telling):
-                found.add(span.strip())
+        is_code = len(code) >= MIN_SPAN_CHARS and not _NAME.match(code)
+        if is_code and code not in starter_code and any(code in line for line in telling):
+            found.add(span.strip())
     return sorted(found)

@@ -252,8 +252,8 @@ def _nudge_problems(
                         file,
                         line_of(tree, loc),
                         format_loc(loc),
-                        f"the {locale} nudge holds code of the solution ({'; '.join(found)}): "
-                        "a nudge points at what to look at; move the code to the pointer or the fix",
+                        f"the {locale} nudge holds code of the solution ({'; '.join(found)}): a "
+                        "nudge points at what to look at; move the code to the pointer or the fix",
                     )
                 )
     return problems

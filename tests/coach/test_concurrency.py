@@ -82,7 +82,7 @@ def test_sixteen_questions_on_a_slow_model_hold_no_transaction(
     committed_url: str, server: LiveServer, slow_model: FakeModel
 ) -> None:
     askers, syncer = seed(committed_url)
-    loads = open(("/proc/loadavg")).read().split()[:3]
+    loads = Path("/proc/loadavg").read_text().split()[:3]
 
     def ask(which: int) -> tuple[int, str, str]:
         headers, submission_id = askers[which % LEARNERS]
@@ -143,9 +143,9 @@ def test_sixteen_questions_on_a_slow_model_hold_no_transaction(
     assert sync_s < MODEL_DELAY_S and page_s < MODEL_DELAY_S
     assert pending >= LEARNERS * QUESTIONS_EACH // 2
     assert [status for status, _, _ in answers] == [200] * (LEARNERS * QUESTIONS_EACH)
-    for status, kind, text in answers:
+    for _status, kind, text in answers:
         if kind.startswith("text/event-stream"):
-            assert 'event: done' in text and '"provider": "llm"' in text
+            assert "event: done" in text and '"provider": "llm"' in text
         else:
             assert '"provider":"llm"' in text.replace(" ", "")
     log = server.log()

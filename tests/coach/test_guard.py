@@ -39,7 +39,9 @@ def test_a_solution_line_is_found_without_its_comment_and_with_other_spacing() -
 def test_the_solution_under_other_names_is_refused() -> None:
     guard, solution = guard_for("ddp-fundamentals/train")
     start = solution.index("def train(device: torch.device) -> None:")
-    body = "\n".join(strip_comment(line) for line in solution[start : solution.index("def main() -> None:")])
+    body = "\n".join(
+        strip_comment(line) for line in solution[start : solution.index("def main() -> None:")]
+    )
     for old, new in (
         ("ddp_model", "net"),
         ("sampler", "shards"),

@@ -173,7 +173,9 @@ def test_a_nudge_may_name_an_api_and_quote_the_starter(tmp_path: Path) -> None:
 
     solution = "sampler = DistributedSampler(dataset, shuffle=False)  # the shards\nmodel.train()\n"
     starter = "loader = DataLoader(dataset, batch_size=8)\n"
-    assert solution_code_in("Which `DistributedSampler` hands out the data?", solution, starter) == []
+    assert (
+        solution_code_in("Which `DistributedSampler` hands out the data?", solution, starter) == []
+    )
     assert solution_code_in("Look at `DataLoader(dataset, batch_size=8)`.", solution, starter) == []
     assert solution_code_in(
         "Try `DistributedSampler(dataset, shuffle=False)`.", solution, starter

@@ -11,7 +11,6 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-
 from sqlalchemy.orm import Session
 
 from app.i18n import SUPPORTED_LOCALES
@@ -53,7 +52,11 @@ def test_the_built_in_coach_holds_the_quality_set(
 
         def post(url: str, body: dict[str, Any]) -> tuple[int, str, dict[str, Any]]:
             answered = client.post(url, json=body, headers=headers)  # noqa: B023
-            return answered.status_code, answered.headers.get("content-language", ""), answered.json()
+            return (
+                answered.status_code,
+                answered.headers.get("content-language", ""),
+                answered.json(),
+            )
 
         def submit(run: str) -> uuid.UUID:
             return graded(run, user=learner).id  # noqa: B023
