@@ -86,8 +86,14 @@ def _model_reply(prepared: Prepared, text: str) -> Reply:
     return Reply(text, cited, "llm")
 
 
+def _model_for(prepared: Prepared, provider: ChatProvider | None) -> ChatProvider | None:
+    """The model answers what the course covers; an honest "not covered" needs no model."""
+    return provider if prepared.builtin.covered else None
+
+
 def answer(prepared: Prepared, provider: ChatProvider | None) -> Reply:
     """The model's answer when one is configured and gives a good one; else the built-in's."""
+    provider = _model_for(prepared, provider)
     if provider is None:
         return builtin_reply(prepared)
     try:
@@ -106,6 +112,7 @@ def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[
     model fails or leaks part-way, ("reset", None) tells the page to drop what it showed, and the
     built-in coach's answer follows as "done".
     """
+    provider = _model_for(prepared, provider)
     if provider is None:
         yield "done", builtin_reply(prepared)
         return

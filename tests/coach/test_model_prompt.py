@@ -93,3 +93,35 @@ def test_an_answer_in_another_language_than_the_question_is_not_shown(
     answered = ask_about(client, auth, submission.id, "tr", "Neden iki rank da checkpoint yazdı?")
     assert answered["provider"] == "builtin"
     assert "Kaydet" in str(answered["answer"]) or "kayd" in str(answered["answer"]).lower()
+
+
+def test_a_question_the_course_does_not_cover_is_not_sent_to_the_model(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, with_model: FakeModel
+) -> None:
+    submission = graded(CASE)
+    answered = ask_about(client, auth, submission.id, "en", "Can you give me a pancake recipe?")
+    assert answered["provider"] == "builtin"
+    assert str(answered["answer"]).startswith("This course does not cover that")
+    assert with_model.requests == []
+
+
+def test_the_prompt_leads_with_the_clicked_checks_step_text_and_level(
+    client: TestClient, auth: dict[str, str], graded: GradedFactory, with_model: FakeModel
+) -> None:
+    submission = graded("bug_no_ddp_wrap")
+    ask_about(client, auth, submission.id, "en", check_id="ddp.in_sync")
+    ask_about(client, auth, submission.id, "en", check_id="ddp.in_sync")  # asked again
+    system, user = (message["content"] for message in with_model.requests[-1]["messages"])
+    assert "Go no further than the coaching level" in system
+    evidence = user[user.index("The grader's result") :]
+    assert evidence.index("Failed check ddp.in_sync") < evidence.index("Failed check ddp.wrapped")
+    assert "coaching level: a pointer" in evidence  # the second question about it
+    lesson = content.get_catalog().lessons["ddp-fundamentals"].lesson
+    exercise = next(item for item in lesson.exercises if item.id == "train")
+    levels = exercise.hint_levels["ddp.in_sync"]
+    assert f"the course's text for this level: {levels.pointer.en}" in evidence
+    steps = user[user.index("Lesson steps:\n") :]
+    assert steps.startswith(f"Lesson steps:\n[1] ") and f"/{levels.step})" in steps.splitlines()[1]
+    step_text = content.localized_lesson("ddp-fundamentals", "en").steps
+    body = next(step.body for step in step_text if step.id == levels.step)
+    assert body.strip().splitlines()[0] in steps  # the step's own text, not an empty excerpt
