@@ -121,7 +121,7 @@ def test_the_prompt_leads_with_the_clicked_checks_step_text_and_level(
     levels = exercise.hint_levels["ddp.in_sync"]
     assert f"the course's text for this level: {levels.pointer.en}" in evidence
     steps = user[user.index("Lesson steps:\n") :]
-    assert steps.startswith(f"Lesson steps:\n[1] ") and f"/{levels.step})" in steps.splitlines()[1]
+    assert steps.startswith("Lesson steps:\n[1] ") and f"/{levels.step})" in steps.splitlines()[1]
     step_text = content.localized_lesson("ddp-fundamentals", "en").steps
     body = next(step.body for step in step_text if step.id == levels.step)
     assert body.strip().splitlines()[0] in steps  # the step's own text, not an empty excerpt
