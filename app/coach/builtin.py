@@ -26,7 +26,8 @@ from app.coach.topics import untaught_topic
 from app.errors import N_
 from app.i18n import get_translations, translate
 
-EXPLANATION_CHARS = 500  # the lesson's explanation: whole paragraphs up to about this much
+EXPLANATION_CHARS = 500
+WHOLE = 0.999  # a share of the question's weight that is all of it  # the lesson's explanation: whole paragraphs up to about this much
 
 
 @dataclass
@@ -352,21 +353,24 @@ class BuiltinCoach:
         return answer
 
     def _hits(self, question: str, lesson_id: str) -> list[StepHit]:
-        """This lesson's best steps; the whole course's when the lesson's are weak (fewer than
-        two, or another lesson's best step holds more of the question in its title)."""
+        """This lesson's best steps; the whole course's when the lesson's are weak: fewer than
+        two, or another lesson's best step holds more of the question (or as much, and all of
+        it in its title)."""
         hits = self.index.search(question, self.locale, lesson_id=lesson_id, limit=3)
         course = self.index.search(question, self.locale, limit=3)
-        if course and (
-            not hits
-            or self.index.title_share(question, course[0], self.locale)
-            > self.index.title_share(question, hits[0], self.locale)
-        ):
+        if course and (not hits or self._better(question, course[0], hits[0])):
             hits.insert(0, course[0])
         if len(hits) < 2:
             hits += course
         unique = {(hit.lesson_id, hit.step_id): hit for hit in reversed(hits)}
         ordered = sorted(unique.values(), key=hits.index)
         return ordered[:3]
+
+    def _better(self, question: str, other: StepHit, best: StepHit) -> bool:
+        other_step, other_title = self.index.coverage(question, other, self.locale)
+        best_step, best_title = self.index.coverage(question, best, self.locale)
+        whole_title = other_title >= WHOLE and best_title < WHOLE
+        return other_step > best_step or (other_step == best_step and whole_title)
 
     def _list_related(self, answer: Answer, question: str, lesson_id: str) -> None:
         hits = self._hits(question, lesson_id)

@@ -38,6 +38,17 @@ TITLE_COVERAGE = 0.35
 # Words of questions that say nothing about the topic, on top of each language's stop words.
 _QUESTION_WORDS = frozenset(
     [
+        "one",
+        "two",
+        "three",
+        "four",
+        "iki",
+        "üç",
+        "dört",
+        "dois",
+        "duas",
+        "três",
+        "quatro",
         "use",
         "using",
         "used",
@@ -225,9 +236,10 @@ class StepIndex:
     def relevant(self, terms: list[str], hit: StepHit, locale: str) -> bool:
         return _relevant(*self._held(terms, hit, locale))
 
-    def title_share(self, query: str, hit: StepHit, locale: str) -> float:
-        """The share of the query's weight that the step's title holds."""
-        return self._held(query_terms(query), hit, locale)[0]
+    def coverage(self, query: str, hit: StepHit, locale: str) -> tuple[float, float]:
+        """The share of the query's weight the whole step holds, then the share its title holds."""
+        in_title, in_step = self._held(query_terms(query), hit, locale)
+        return in_step, in_title
 
     def _held(self, terms: list[str], hit: StepHit, locale: str) -> tuple[float, float]:
         """The share of the query's weight (a word weighs more the fewer steps hold it; one no
@@ -303,6 +315,8 @@ def _holds(words: frozenset[str], term: str) -> bool:
 
 def _stem(word: str) -> str:
     """A crude stem for every language: 'epocas' finds 'epoca', 'ağırlıkları' 'ağırlıklar'."""
+    if len(word) > 3 and word.endswith("s"):  # plurals: 'ranks' finds 'rank'
+        word = word[:-1]
     if len(word) > 6:
         return word[: max(5, len(word) - 3)]
     return word[: max(4, len(word) - 2)] if len(word) > 5 else word
