@@ -26,8 +26,8 @@ from app.coach.topics import untaught_topic
 from app.errors import N_
 from app.i18n import get_translations, translate
 
-EXPLANATION_CHARS = 500
-WHOLE = 0.999  # a share of the question's weight that is all of it  # the lesson's explanation: whole paragraphs up to about this much
+EXPLANATION_CHARS = 500  # the lesson's explanation: whole paragraphs up to about this much
+WHOLE = 0.999  # a share of the question's weight that is all of it
 
 
 @dataclass
