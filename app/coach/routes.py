@@ -92,9 +92,13 @@ def ask_coach(
 ) -> Any:
     """Ask the coach about a lesson, an exercise or one of your own submissions.
 
-    With `submission_id` the coach explains each failed check from what the ranks did, and
-    escalates over your failed tries (a nudge, then a pointer, then a fix of your own line).
-    Without it, it answers from the lesson steps that match the question best.
+    It answers the question asked: why a submission failed (the `check_id` asked about first,
+    the other failed checks a line each), what a line of your run means, a concept (the lesson's
+    explanation, tied to your run when one is attached), or that the course does not cover it;
+    it never writes the solution. Hints escalate per check (a nudge, then a pointer, then a fix
+    of your own line) with each failed submission and each time you ask again about that check.
+    The answer is in the language of the question when it is en, tr or pt-BR (else the page's,
+    `?locale=`), named by `Content-Language`.
     """
     settings = request.app.state.settings
     prepared = service.prepare(
