@@ -18,7 +18,6 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +54,8 @@ def _run(database: str, name: str, settings: dict[str, Any]) -> str:
     from app.db import get_engine, get_sessionmaker
     from app.main import create_app
     from app.migrate import upgrade
-    from app.submissions.models import DONE, Submission
     from tests.auth.factories import bearer, create_token, create_user
-    from tests.coach.quality.judge import RUN_EXERCISE, ask, load_cases, run_of
+    from tests.coach.quality.judge import ask, load_cases, stored_run
 
     os.environ["RDV_DATABASE_URL"] = database
     for cached in (get_settings, get_engine, get_sessionmaker):
@@ -84,18 +82,9 @@ def _run(database: str, name: str, settings: dict[str, Any]) -> str:
                 return answered.status_code, language, answered.json()
 
             def submit(run: str) -> uuid.UUID:
-                code, result = run_of(run)
-                submission_id = uuid.uuid4()
+                submission = stored_run(run, learner_id)  # noqa: B023
+                submission_id = submission.id
                 with Session(engine) as session, session.begin():
-                    submission = Submission(
-                        id=submission_id,
-                        user_id=learner_id,  # noqa: B023
-                        exercise=RUN_EXERCISE,
-                        code=code,
-                        status=DONE,
-                        result=result,
-                        created_at=datetime.now(UTC),
-                    )
                     session.add(submission)
                 return submission_id
 

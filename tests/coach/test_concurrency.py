@@ -18,10 +18,9 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from app.submissions.models import DONE, Submission
 from tests.auth.factories import bearer, create_token, create_user
-from tests.coach.conftest import EXERCISE, run_of
 from tests.coach.fake_llm import FakeModel
+from tests.coach.quality.judge import stored_run
 from tests.e2e.conftest import LiveServer, start_live_server, stop_live_server
 
 MODEL_DELAY_S = 4.0
@@ -39,20 +38,11 @@ def slow_model() -> Iterator[FakeModel]:
 def seed(url: str) -> tuple[list[tuple[dict[str, str], uuid.UUID]], dict[str, str]]:
     """Learners with a token and a graded submission each, and one more learner who syncs."""
     engine = create_engine(url)
-    code, result = run_of("bug_save_on_every_rank")
     askers = []
     with Session(engine) as session, session.begin():
         for number in range(LEARNERS):
             user = create_user(session, name=f"Asker {number}")
-            submission = Submission(
-                id=uuid.uuid4(),
-                user_id=user.id,
-                exercise=EXERCISE,
-                code=code,
-                status=DONE,
-                result=result,
-                created_at=datetime.now(UTC),
-            )
+            submission = stored_run("bug_save_on_every_rank", user.id)
             session.add(submission)
             askers.append((bearer(create_token(session, user)), submission.id))
         syncer = bearer(create_token(session, create_user(session, name="Syncer")))

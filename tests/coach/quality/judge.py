@@ -10,6 +10,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from app.coach.language import detect
 from app.coach.service import public_text
 from app.content import service as content
 from app.i18n import translate
+from app.submissions.models import DONE, Submission
 from grader.i18n import render
 
 CASES_FILE = Path(__file__).parent / "cases.yaml"
@@ -77,6 +79,20 @@ def run_of(name: str) -> tuple[str, dict[str, Any]]:
     """A golden program and the Result the real grader gave it."""
     code = (GOLDEN_CASES / name / "main.py").read_text()
     return code, json.loads((RUNS / name / "result.json").read_text())
+
+
+def stored_run(name: str, user_id: uuid.UUID) -> Submission:
+    """A graded submission of the learner holding a stored run (its program and Result)."""
+    code, result = run_of(name)
+    return Submission(
+        id=uuid.uuid4(),
+        user_id=user_id,
+        exercise=RUN_EXERCISE,
+        code=code,
+        status=DONE,
+        result=result,
+        created_at=datetime.now(UTC),
+    )
 
 
 Submitter = Callable[[str], uuid.UUID]  # stores a graded run for the learner, gives its id
