@@ -7,11 +7,11 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.auth.deps import CurrentInstructor, CurrentLearner
-from app.coach import service, struggles
+from app.coach import replies, service, struggles
 from app.coach.schemas import (
     CoachAnswer,
     CoachExchangePublic,
@@ -22,12 +22,43 @@ from app.coach.schemas import (
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
-from app.i18n import LocaleDep
-from app.submissions.routes import SessionFactoryDep
+from app.i18n import SUPPORTED_LOCALES, resolve_locale
+from app.submissions.routes import SessionFactory
 
 api_router = APIRouter(tags=["coach"])
 
 EVENT_STREAM = "text/event-stream"
+
+
+def coach_locale(
+    request: Request,
+    locale: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="The page's language ("
+            + ", ".join(SUPPORTED_LOCALES)
+            + "): after the language chooser's cookie `rdv_locale`, before `Accept-Language`. "
+            "The coach answers a question written in another of these languages in that "
+            "language, and says so.",
+            examples=["tr"],
+        ),
+    ] = None,
+) -> str:
+    """The request's locale, with `?locale=` documented on the coach's operations."""
+    return resolve_locale(request)
+
+
+LocaleDep = Annotated[str, Depends(coach_locale)]
+
+
+def coach_sessions(request: Request) -> SessionFactory:
+    """Short transactions of their own, after the request's has ended (the app's unit of work)."""
+    factory: SessionFactory = request.app.state.unit_of_work
+    return factory
+
+
+SessionFactoryDep = Annotated[SessionFactory, Depends(coach_sessions)]
 
 
 @api_router.post(
@@ -61,21 +92,30 @@ def ask_coach(
 ) -> Any:
     """Ask the coach about a lesson, an exercise or one of your own submissions.
 
-    With `submission_id` the coach explains each failed check from what the ranks did, and
-    escalates over your failed tries (a nudge, then a pointer, then a fix of your own line).
-    Without it, it answers from the lesson steps that match the question best.
+    It answers the question asked: why a submission failed (the `check_id` asked about first,
+    the other failed checks a line each), what a line of your run means, a concept (the lesson's
+    explanation, tied to your run when one is attached), or that the course does not cover it;
+    it never writes the solution. Hints escalate per check (a nudge, then a pointer, then a fix
+    of your own line) with each failed submission and each time you ask again about that check.
+    The answer is in the language of the question when it is en, tr or pt-BR (else the page's,
+    `?locale=`), named by `Content-Language`.
     """
     settings = request.app.state.settings
     prepared = service.prepare(
         session, user_id=learner.id, body=body, locale=locale, settings=settings
     )
     provider = service.provider_from(settings)
-    headers = {"Content-Language": locale, "Cache-Control": "no-store"}
+    # Nothing of the request's transaction or connection is held while the model answers: on
+    # SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer would
+    # stall every other learner's writes. What the answer needs is in `prepared` (plain data);
+    # it is stored afterwards in a short transaction of its own.
+    session.commit()  # ends the transaction: the connection goes back to the pool
+    user_id = learner.id
+    headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
     if accept and EVENT_STREAM in accept:
-        user_id = learner.id
 
         def events() -> Iterator[str]:
-            for kind, payload in service.stream(prepared, provider):
+            for kind, payload in replies.stream(prepared, provider):
                 if kind == "done":
                     with sessions() as own:
                         service.record(own, user_id=user_id, prepared=prepared, reply=payload)
@@ -86,8 +126,9 @@ def ask_coach(
 
         headers["X-Accel-Buffering"] = "no"
         return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
-    reply = service.answer(prepared, provider)
-    service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
+    reply = replies.answer(prepared, provider)
+    with sessions() as own:
+        service.record(own, user_id=user_id, prepared=prepared, reply=reply)
     return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
 
 

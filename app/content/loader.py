@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from app.content import staleness
+from app.content.codeleak import solution_code_in
 from app.content.schemas import Course, Exercise, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
@@ -181,6 +182,7 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
                     )
                 )
         folder = file.parent / "exercises" / exercise.id
+        problems += _nudge_problems(file, tree, index, exercise, folder)
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
             if not (folder / name).is_file():
                 loc = ("exercises", index)
@@ -270,6 +272,34 @@ def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) 
                         format_loc(loc),
                         f"has no {', '.join(untranslated)}: the coach shows it in every "
                         "language, so write it in each",
+                    )
+                )
+    return problems
+
+
+def _nudge_problems(
+    file: Path, tree: Any, index: int, exercise: Exercise, folder: Path
+) -> list[Problem]:
+    """A nudge (the coach's first level) holds no code of the exercise's solution: that belongs
+    to the pointer or the fix."""
+    try:
+        solution = (folder / "solution.py").read_text(encoding="utf-8")
+    except OSError:
+        return []  # reported as a missing file
+    starter = _read_starter(folder) or ""
+    problems = []
+    for check_id, levels in exercise.hint_levels.items():
+        for locale in SUPPORTED_LOCALES:
+            found = solution_code_in(levels.nudge.get(locale) or "", solution, starter)
+            if found:
+                loc = ("exercises", index, "hint_levels", check_id, "nudge")
+                problems.append(
+                    Problem(
+                        file,
+                        line_of(tree, loc),
+                        format_loc(loc),
+                        f"the {locale} nudge holds code of the solution ({'; '.join(found)}): a "
+                        "nudge points at what to look at; move the code to the pointer or the fix",
                     )
                 )
     return problems
