@@ -11,6 +11,7 @@ from torch.utils import _pytree as pytree
 
 from grader.events import Consumed, DdpForward, DdpInit, DdpSummary, NoSync
 from grader.harness import replay
+from grader.harness.leaves import tensor_leaves
 from grader.harness.tracer import Tracer, wrap
 
 
@@ -45,10 +46,11 @@ ROW_PREFIX = 256  # elements of a sample hashed
 
 
 def _row_hashes(inputs: Any, kwargs: Any) -> list[str]:
-    """One short hash per sample of the forward's first batched tensor: the same sample gives the
-    same hash on every rank (hand-made batches cut from the same tensors)."""
-    for leaf in pytree.tree_leaves((inputs, kwargs)):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() >= 1 and leaf.shape[0] > 0:
+    """One short hash per sample of the forward's first batched tensor (positional or keyword,
+    in any container): the same sample gives the same hash on every rank (hand-made batches cut
+    from the same tensors)."""
+    for leaf in tensor_leaves((inputs, kwargs)):
+        if leaf.dim() >= 1 and leaf.shape[0] > 0:
             rows = leaf.detach().reshape(leaf.shape[0], -1)[:, :ROW_PREFIX].to("cpu").contiguous()
             return [
                 hashlib.blake2b(row.view(torch.uint8).numpy().tobytes(), digest_size=6).hexdigest()
