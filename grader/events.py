@@ -355,6 +355,10 @@ class Save(Event):
 
     KIND = "save"
     path: str | None = None  # absolute; None for a buffer or an unnamed file object
+    # Where it went: "path" (a file name), "file" (a file object open on disk), "memory" (an
+    # io.BytesIO or another object that is no file: serialisation, not a write to storage),
+    # "dcp" (a torch.distributed.checkpoint writer; `path` is its checkpoint directory).
+    target: str = "path"
     line: int | None = None
     ok: bool = False  # the hook always writes it: a save not known to have completed did not
     error: str | None = None
