@@ -1,4 +1,4 @@
-"""DistributedDataParallel: construction, forward (first-step capture), no_sync, backward."""
+"""DistributedDataParallel: construction, forward (replay capture), no_sync, backward."""
 
 from __future__ import annotations
 
@@ -113,18 +113,18 @@ def install(tracer: Tracer) -> None:
                 tracer.state["pending_sync"] = True
                 forwards["synced"] += 1
             micro = None
-            if tracer.steps == 0 and grad:
+            if grad:
                 try:
                     micro = replay.capture_forward(tracer, self, inputs, kwargs)
                 except Exception as exc:
-                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    replay.give_up(tracer, f"capture failed ({type(exc).__name__})")
                     tracer.fail("replay capture", exc)
             out = original(self, *inputs, **kwargs)
             if micro is not None:
                 try:
                     out = replay.attach_output(micro, out)
                 except Exception as exc:
-                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    replay.give_up(tracer, f"capture failed ({type(exc).__name__})")
                     tracer.fail("replay capture", exc)
             if grad and consumed["rows"] < MAX_CONSUMED_ROWS:
                 try:
@@ -151,13 +151,13 @@ def install(tracer: Tracer) -> None:
 
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if tracer.steps == 0:
+            if replay.capturing(tracer):
                 try:
                     replay.record_backward_root(tracer, args[0] if args else kwargs.get("tensors"))
                 except Exception as exc:
                     tracer.fail("replay backward", exc)
             out = original(*args, **kwargs)
-            if tracer.steps == 0:
+            if replay.capturing(tracer):
                 try:
                     replay.snapshot_after_backward(tracer)
                 except Exception as exc:
