@@ -19,6 +19,8 @@ def _written(save: Save, path: str | None) -> str:
     directory (a DCP writer)."""
     if save.target == "dcp":
         return msg("ckpt.dcp_dir", "the distributed checkpoint {dir}", dir=_name(path))
+    if save.target == "memory":
+        return msg("ckpt.memory_upload", "an io.BytesIO whose bytes the program wrote out itself")
     return _name(path)
 
 
@@ -28,8 +30,14 @@ def _times(n: int) -> Message:
 
 def model_saves(run: RunView) -> list[tuple[int, Save]]:
     """Every write of the model to storage: torch.save to a path or to a file open on disk, and
-    DCP writers. Serialising into memory (io.BytesIO, to broadcast the state) writes nothing."""
-    return [(r, e) for r, e in run.typed(Save) if e.ok and e.model_state and e.target != "memory"]
+    DCP writers. Serialising into memory (io.BytesIO, to broadcast the state) writes nothing;
+    only when rank 0 wrote nothing else do its serialisations count, as an upload whose write
+    the program made itself (bytes written out, an object store)."""
+    saves = [(r, e) for r, e in run.typed(Save) if e.ok and e.model_state]
+    stored = [(r, e) for r, e in saves if e.target != "memory"]
+    if any(r == 0 for r, _ in stored):
+        return stored
+    return stored + [(r, e) for r, e in saves if r == 0 and e.target == "memory"]
 
 
 def _in_memory(run: RunView) -> list[int]:

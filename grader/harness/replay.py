@@ -412,9 +412,10 @@ def try_save_window(tracer: Tracer, optimizer: Any) -> None:
 
 
 def pending(tracer: Tracer) -> bool:
-    """The current window's step has not been saved yet (a closure must save it)."""
+    """The coming step's window is not saved yet: a closure (which runs the window's forwards
+    inside the step, LBFGS) must save it after its first call."""
     st = tracer.state.get("replay")
-    return bool(st is not None and st["step"] == tracer.steps + 1 and not st.get("saved"))
+    return not (st is not None and st["step"] == tracer.steps + 1 and st.get("saved"))
 
 
 def snapshot_after_backward(tracer: Tracer) -> None:

@@ -65,8 +65,8 @@ def test_another_rank_writing_through_a_file_object_fails_and_names_the_file() -
     assert out.rank == 1 and out.line == 27 and "w.ckpt" in out.message
 
 
-def test_memory_only_is_never_a_checkpoint() -> None:
-    run = run_of([start(0), save(None, "memory"), end()], [start(1), end()])
+def test_another_rank_s_buffer_is_never_a_checkpoint() -> None:
+    run = run_of([start(0), end()], [start(1), save(None, "memory"), end()])
     assert judge("ckpt.rank0_only", run).status == "fail"  # "never saved"
     assert judge("ckpt.unwrapped", run).status == "skip"
 
@@ -95,3 +95,13 @@ def test_a_state_serialised_into_memory_is_no_snapshot_for_the_fault() -> None:
         6,
         "/w/snapshot.pt",
     )
+
+
+def test_rank0_serialising_into_memory_and_writing_the_bytes_itself_counts_as_its_save() -> None:
+    # Object-store style: torch.save into a buffer, then the bytes are uploaded or written out.
+    run = run_of([start(0), save(None, "memory"), end()], [start(1), end()])
+    out = judge("ckpt.rank0_only", run)
+    assert out.status == "pass" and "io.BytesIO" in out.message
+    # Another rank's buffer is still no write, even then.
+    both = run_of([start(0), save(None, "memory"), end()], [start(1), save(None, "memory"), end()])
+    assert judge("ckpt.rank0_only", both).status == "pass"
