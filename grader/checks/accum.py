@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.checks.replayed import first_step_only, step_list
 from grader.events import AccumStep, Replay, Step
 from grader.i18n import Message, msg
 
@@ -173,7 +174,7 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
         if (why := _off_mean(replay)) is not None:
             return failed(_not_mean(run, replay, line, why), rank=0, line=line)
     rel = max(float(r.mean_rel_error) for r in judged)
-    if len(judged) == 1 and judged[0].step == 1:
+    if first_step_only(judged):
         return passed(
             msg(
                 "accum.mean_ok",
@@ -190,7 +191,7 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
             "the samples of its micro-batches on all ranks (replayed in one process; largest "
             "difference {rel:.1e}).",
             n=len(judged),
-            steps=", ".join(str(r.step) for r in judged),
+            steps=step_list(judged),
             rel=rel,
         )
     )

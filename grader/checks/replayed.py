@@ -39,10 +39,19 @@ def with_zero_warning(outcome: Outcome, zero: list[int]) -> Outcome:
     return Outcome(outcome.status, text, rank=outcome.rank, line=outcome.line)
 
 
+def first_step_only(judged: list[Replay]) -> bool:
+    """Only the first step was judged (a program of one step): its messages say "the first"."""
+    return len(judged) == 1 and judged[0].step == 1
+
+
+def step_list(judged: list[Replay]) -> str:
+    return ", ".join(str(r.step) for r in judged)
+
+
 def averaged(run: RunView, judged: list[Replay]) -> Outcome:
     world = judged[0].world_size if judged[0].world_size is not None else run.world_size
     rel = max(float(r.rel_error) for r in judged)
-    if len(judged) == 1 and judged[0].step == 1:
+    if first_step_only(judged):
         return passed(
             msg(
                 "ddp.averaged",
@@ -59,7 +68,7 @@ def averaged(run: RunView, judged: list[Replay]) -> Outcome:
             "average of the {world} ranks' gradients of that step (replayed in one process; "
             "largest difference {rel:.1e}).",
             n=len(judged),
-            steps=", ".join(str(r.step) for r in judged),
+            steps=step_list(judged),
             world=world,
             rel=rel,
         )
