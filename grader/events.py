@@ -492,6 +492,17 @@ class Replay(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class HandCarry(Event):
+    """A program that averages by hand began its first backward after its first update: whether
+    the gradients of that update were still there (nothing cleared them), so that every later
+    update would add up all earlier gradients (`grader.harness.hooks.allreduce`)."""
+
+    KIND = "hand_carry"
+    carried: bool = False
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Fatal(Event):
     """Written by the supervisor, not a hook: the rank's faulthandler dump says it died of a fatal
     error (an abort in C++ code, a segfault); `t` is when the dump was last written."""

@@ -139,3 +139,21 @@ def test_the_new_messages_render_with_no_english_left(name: str, locale: str) ->
     text = rendered(check_id, outcome, locale)
     assert text != str(outcome.message) and "{" not in text
     assert not english_left(text), text
+
+
+def test_averaging_by_hand_with_gradients_carried_into_the_next_step_fails() -> None:
+    from tests.grader.exercises.test_exercise_checks import coll, grads
+    from tests.grader.exercises.test_exercise_checks import run_of as hand_run
+
+    l0, l1, mean = [[1.0, 2.0], [3.0]], [[3.0, 4.0], [5.0]], [[2.0, 3.0], [4.0]]
+    cleared = {"kind": "hand_carry", "carried": False, "line": 33}
+    carried = {"kind": "hand_carry", "carried": True, "line": 33}
+    ok = hand_run({0: [coll(), grads(l0, mean), cleared], 1: [coll(), grads(l1, mean), cleared]})
+    assert judge("allreduce.grad_average", ok).status == "pass"
+    bad = hand_run({0: [coll(), grads(l0, mean), cleared], 1: [coll(), grads(l1, mean), carried]})
+    out = judge("allreduce.grad_average", bad)
+    assert out.status == "fail" and out.rank == 1 and out.line == 33
+    assert "still there when the next backward pass began" in out.message
+    for locale in ("tr", "pt-BR"):
+        text = rendered("allreduce.grad_average", out, locale)
+        assert text != str(out.message) and not english_left(text), text
