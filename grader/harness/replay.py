@@ -38,6 +38,8 @@ MAX_REPLAY_PARAMS = 20_000_000
 MAX_LATER_WINDOW_PARAMS = 5_000_000
 MAX_MICRO_STEPS = 64
 MAX_WINDOWS = 6
+# Later windows only while this rank's saved replay data stays under this (it shares the disk).
+MAX_REPLAY_BYTES = 64 * 2**20
 
 
 def _raw_save() -> Any:
@@ -80,7 +82,7 @@ def sampled(tracer: Tracer, step: int) -> bool:
     """Whether the window ending with optimizer step `step` is replayed: the first two, powers of
     two, and a later step (not the first) of every new pass over a data loader."""
     everything = shared(tracer)
-    if everything["sampled"] >= MAX_WINDOWS:
+    if everything["sampled"] >= MAX_WINDOWS or everything.get("bytes", 0) > MAX_REPLAY_BYTES:
         return False
     current = tracer.state.get("current_iter")
     later_in_new_pass = (
@@ -377,8 +379,10 @@ def save_window(tracer: Tracer, optimizer: Any) -> None:
             "carried": bool(st.get("carried")),
             "off": st["off"],
         }
+    path = tracer.trace_dir / replay_name(tracer.rank, st["step"])
     try:
-        _raw_save()(data, tracer.trace_dir / replay_name(tracer.rank, st["step"]))
+        _raw_save()(data, path)
+        shared(tracer)["bytes"] = shared(tracer).get("bytes", 0) + path.stat().st_size
     except Exception as exc:
         st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
         if tracer.rank == 0:
