@@ -9,23 +9,15 @@ from typing import Any
 import pytest
 
 from grader.checks.base import Outcome, RunView
-from tests.grader.test_checks import end, ev, judge, run_of
+from tests.grader.test_checks import _replay, end, ev, judge, run_of
 from tests.grader.test_checks_ddp import _ids
 from tests.grader.translated import english_left, rendered
 
 
 def window(step: int, **kw: Any) -> dict[str, Any]:
     """A replayed window at 2 ranks, right unless `kw` says otherwise."""
-    record: dict[str, Any] = {
-        "status": "ok",
+    right = {
         "step": step,
-        "world_size": 2,
-        "rel_error": 0.0,
-        "ratio": 1.0,
-        "norm_expected": 1.0,
-        "norm_actual": 1.0,
-        "micro_steps": {"0": 1, "1": 1},
-        "loss_scales": {"0": [[1.0]], "1": [[1.0]]},
         "loss_weights": {"0": [1.0], "1": [1.0]},
         "mean_status": "ok",
         "micro_total": 2,
@@ -34,8 +26,7 @@ def window(step: int, **kw: Any) -> dict[str, Any]:
         "norm_mean": 1.0,
         "norm_stepped": 1.0,
     }
-    record.update(kw)
-    return ev("replay", **record)
+    return _replay(**{**right, **kw})
 
 
 def replayed(*windows: dict[str, Any]) -> RunView:
