@@ -252,7 +252,7 @@ def _not_mean(run: RunView, replay: Replay, line: int | None, why: Message) -> M
         )
     return msg(
         "accum.later_step_not_mean",
-        "Step 1 was right, but rank 0's optimizer step {step} used a gradient of norm "
+        "At optimizer step {step} rank 0's optimizer used a gradient of norm "
         "{stepped:.4g}; the mean gradient over the samples of that step's {micro} micro-batches "
         "on all ranks (replayed in one process from the weights it started with) has norm "
         "{mean:.4g}: {why}.",

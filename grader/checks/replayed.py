@@ -95,8 +95,8 @@ def judge_later_step(run: RunView, replay: Replay, line: int | None) -> Outcome 
     return failed(
         msg(
             "ddp.later_step_off",
-            "Step 1 was right, but at optimizer step {step} rank 0's gradient after backward has "
-            "norm {actual:.4g}, while the average of the ranks' gradients of that step's own "
+            "At optimizer step {step} rank 0's gradient after backward has norm "
+            "{actual:.4g}, while the average of the ranks' gradients of that step's own "
             "micro-batches (replayed in one process from the weights it started with) has norm "
             "{expected:.4g}: {why}.",
             step=replay.step,
