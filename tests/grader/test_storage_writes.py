@@ -42,6 +42,7 @@ def test_dcp_directory_from_checkpoint_id_or_writer(tmp_path: Path) -> None:
         path = tmp_path / "w"
 
     assert _dcp_dir((Writer(),), {}) == str(tmp_path / "w")
+    assert _dcp_dir((), {"storage_reader": Writer()}) == str(tmp_path / "w")  # a load's reader
     assert _dcp_dir((), {}) is None
 
 

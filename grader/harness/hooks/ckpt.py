@@ -52,15 +52,16 @@ def _target(f: Any) -> tuple[str | None, str]:
 
 
 DCP_SAVES = ("save", "async_save", "save_state_dict")
+DCP_LOADS = ("load", "load_state_dict")
 
 
 def _dcp_dir(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    """The directory a torch.distributed.checkpoint save writes to: its `checkpoint_id`, else its
-    storage writer's path (FileSystemWriter)."""
+    """The directory a torch.distributed.checkpoint save writes to (or a load reads from): its
+    `checkpoint_id`, else its storage writer's or reader's path (FileSystemWriter/Reader)."""
     where = kwargs.get("checkpoint_id")
-    writer = kwargs.get("storage_writer", args[0] if args else None)
-    if where is None and writer is not None:
-        where = getattr(writer, "path", None)
+    storage = kwargs.get("storage_writer", kwargs.get("storage_reader", args[0] if args else None))
+    if where is None and storage is not None:
+        where = getattr(storage, "path", None)
     try:
         return os.path.abspath(os.fspath(where)) if where is not None else None
     except TypeError:
@@ -247,12 +248,30 @@ def install(tracer: Tracer) -> None:
 
         return save
 
+    def make_dcp_load(original: Any) -> Any:
+        def load(state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+            line, path = tracer.where(), _dcp_dir(args, kwargs)
+            try:
+                out = original(state_dict, *args, **kwargs)
+            except BaseException as exc:
+                tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
+                raise
+            tracer.record(Load(path=path, line=line, ok=True))
+            return out
+
+        return load
+
     def hook_dcp(dcp: Any) -> None:
         saver = getattr(dcp, "state_dict_saver", None)
-        for owner in (dcp, saver):
-            for name in DCP_SAVES:
-                if owner is not None and callable(getattr(owner, name, None)):
-                    wrap(owner, name, make_dcp_save)
+        loader = getattr(dcp, "state_dict_loader", None)
+        for owners, names, make in (
+            ((dcp, saver), DCP_SAVES, make_dcp_save),
+            ((dcp, loader), DCP_LOADS, make_dcp_load),
+        ):
+            for owner in owners:
+                for name in names:
+                    if owner is not None and callable(getattr(owner, name, None)):
+                        wrap(owner, name, make)
 
     tracer.when_imported("torch.distributed.checkpoint", hook_dcp)
     wrap(torch, "save", make_save)
