@@ -84,7 +84,8 @@ def shoot_offline(browser: Any, url: str, out: Path) -> None:
         for locale in ("en", "tr"):
             context = new_context(browser, url, name, locale)
             page = context.new_page()
-            email = new_learner(page, "/lessons/ddp-fundamentals#ex-train")
+            email = new_learner(page, "/lessons/ddp-fundamentals")
+            page.goto("/lessons/ddp-fundamentals#exercise-train")  # the exercise's card
             page.locator(SECTION).locator(".cm-content").wait_for()
             worker_ready(page)
             page.wait_for_timeout(1500)  # the worker saves this lesson and the next
@@ -94,7 +95,7 @@ def shoot_offline(browser: Any, url: str, out: Path) -> None:
             page.goto("/lessons/torchrun-launch")
             page.wait_for_selector("#offline-title")
             page.screenshot(path=str(out / f"offline-page-{locale}-{name}.png"))
-            page.goto("/lessons/ddp-fundamentals#ex-train")
+            page.goto("/lessons/ddp-fundamentals#exercise-train")
             section = page.locator(SECTION)
             section.locator(".cm-content").click()
             page.keyboard.type("# edited offline\n")

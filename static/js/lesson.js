@@ -20,7 +20,10 @@
     var lessonId = (document.getElementById("lesson") || root).getAttribute("data-lesson-id");
     var current = parseInt(root.getAttribute("data-current"), 10) || 1;
     var total = cards.length;
-    var stepCount = root.querySelectorAll(".step-card[data-step-id]").length;
+    // The last step's place among all the cards (questions and exercises may follow it): reaching
+    // it completes it, as progress.js reads `index === total`.
+    var stepCards = root.querySelectorAll(".step-card[data-step-id]");
+    var lastStepIndex = stepCards.length ? cards.indexOf(stepCards[stepCards.length - 1]) + 1 : 0;
     var meterBox = root.querySelector(".step-meter");
     var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
 
@@ -107,7 +110,7 @@
       var stepId = card && card.getAttribute("data-step-id");
       if (!stepId) return;
       document.dispatchEvent(new CustomEvent("rdv:step", {
-        detail: { lessonId: lessonId, stepId: stepId, index: cards.indexOf(card) + 1, total: stepCount }
+        detail: { lessonId: lessonId, stepId: stepId, index: cards.indexOf(card) + 1, total: lastStepIndex }
       }));
     }
 

@@ -16,8 +16,9 @@
   const SVG_NS = "http://www.w3.org/2000/svg";
   const RANK_COLOURS = ["#0b5cad", "#e36209", "#116329", "#8250df", "#bf3989", "#1b7c83", "#9a6700", "#57606a"];
   const OVERLAP_COLOUR = "url(#rdv-overlap)";
-  const OVERLAP_SWATCH = "repeating-linear-gradient(45deg, #cf222e 0 3px, #ffffff 3px 6px)";
   const UNSEEN_COLOUR = "#eaeef2";
+  // After this long without a line from any rank, say what ranks usually wait for.
+  const QUIET_MS = 10000;
 
   function fmt(template, values) {
     return String(template).replace(/\{(\w+)\}/g, (_, key) => (key in values ? values[key] : ""));
@@ -146,12 +147,15 @@
       }
     }
 
-    // "rank N, line L" in a result: put the cursor on line L of the editor and show it.
+    // "rank N, line L" in a result: put the cursor on line L of the editor and show it. The
+    // cursor is collapsed at the line's start (the active-line highlight marks the line): with
+    // the line selected, Escape would only collapse the selection and the Tab after it would
+    // indent the line instead of leaving the editor, as the page's keyboard hint promises.
     goToLine(number) {
       const view = this.editor && this.editor.view;
       if (view) {
         const line = view.state.doc.line(Math.min(Math.max(1, number), view.state.doc.lines));
-        view.dispatch({ selection: { anchor: line.from, head: line.to }, scrollIntoView: true });
+        view.dispatch({ selection: { anchor: line.from }, scrollIntoView: true });
         view.focus();
         return;
       }
@@ -160,7 +164,7 @@
       const index = Math.min(Math.max(1, number), lines.length) - 1;
       const start = lines.slice(0, index).reduce((sum, text) => sum + text.length + 1, 0);
       area.focus();
-      area.setSelectionRange(start, start + lines[index].length);
+      area.setSelectionRange(start, start);
     }
 
     readLocal() {
@@ -307,9 +311,12 @@
       this.stopTimer();
       this.startedAt = since || Date.now();
       const timer = this.$("timer");
+      this.heardAt = Date.now();
       const tick = () => {
         const seconds = Math.max(0, Math.floor((Date.now() - this.startedAt) / 1000));
         timer.textContent = fmt(this.t.elapsed, { time: `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")}` });
+        // A launch running with no line from any rank for a while: say what ranks wait for.
+        this.$("quiet").hidden = !(this.launched && Date.now() - this.heardAt >= QUIET_MS);
       };
       tick();
       timer.hidden = false;
@@ -319,6 +326,7 @@
     stopTimer() {
       if (this.timer) clearInterval(this.timer);
       this.timer = null;
+      this.$("quiet").hidden = true;
     }
 
     // "Launch 2 of 2: 1 process, again with 1 process to catch a hard-coded 2."
@@ -392,6 +400,8 @@
 
     clearRun() {
       this.panes.clear();
+      this.launches = new Map();
+      this.launched = false;
       this.$("ranks").replaceChildren();
       this.$("output").hidden = true;
       this.$("checks").replaceChildren();
@@ -416,13 +426,14 @@
         } else if (data.status === "launch") {
           const text = this.launchText(data);
           this.status(text);
-          // The panes that follow belong to this launch: say which and why above them.
-          this.$("ranks").append(el("p", { className: "sub__launch", "data-launch": data.index, text }));
+          this.launchGroup(data.index, text);
+          this.launched = true;
+          this.heardAt = Date.now();
         } else if (this.t[data.status]) {
           this.status(this.t[data.status]);
         }
       });
-      on("output", (data) => this.appendLine(data.rank, data.line, data.world_size));
+      on("output", (data) => this.appendLine(data.rank, data.line, data.world_size, data.launch));
       on("check", (data) => { this.$("results").hidden = false; this.addCheck(data, true); });
       on("done", (data) => {
         source.close();
@@ -444,26 +455,51 @@
       setTimeout(() => this.follow(id), 2000);
     }
 
-    // One pane per rank and per run: an exercise may run at several world sizes in turn.
-    pane(rank, worldSize) {
-      const key = `${worldSize || ""}:${rank}`;
+    // Each launch's heading ("Launch 2 of 3: ... why") and, under it, that launch's panes.
+    launchGroup(index, text) {
+      if (!this.launches) this.launches = new Map();
+      if (this.launches.has(index)) return this.launches.get(index);
+      const group = el("div", { className: "sub__launch-group", "data-launch": index },
+        text ? el("p", { className: "sub__launch", text }) : null);
+      this.$("ranks").append(group);
+      this.launches.set(index, group);
+      return group;
+    }
+
+    // One pane per rank and per launch: an exercise may launch several times, at one world
+    // size or several (the restarted run and its reference, a 2-node job). Events stored
+    // before they carried their launch are keyed by world size, as they were.
+    pane(rank, worldSize, launch) {
+      const key = launch ? `L${launch}:${rank}` : `${worldSize || ""}:${rank}`;
       if (this.panes.has(key)) return this.panes.get(key);
       const title = worldSize ? fmt(this.t.rank_of_run, { n: rank, size: worldSize }) : fmt(this.t.rank, { n: rank });
       const pre = el("pre", { className: "sub__log", tabindex: "0", role: "log", "aria-label": title });
       const section = el(
         "section",
-        { className: "sub__rank", "data-rank": rank, "data-world-size": worldSize || "" },
+        { className: "sub__rank", "data-rank": rank, "data-world-size": worldSize || "", "data-launch": launch || "" },
         el("h5", { text: title }),
         pre,
       );
-      this.$("ranks").append(section);
+      (launch ? this.launchGroup(launch, "") : this.$("ranks")).append(section);
       this.$("output").hidden = false;
       this.panes.set(key, pre);
       return pre;
     }
 
-    appendLine(rank, line, worldSize) {
-      const pre = this.pane(rank ?? 0, worldSize);
+    // The pane of `rank` in the last launch at `worldSize` (the Result speaks for that run).
+    lastPane(rank, worldSize) {
+      let found = null;
+      for (const pre of this.panes.values()) {
+        const section = pre.parentElement;
+        if (section.dataset.rank === String(rank) && section.dataset.worldSize === String(worldSize || "")) found = pre;
+      }
+      return found;
+    }
+
+    appendLine(rank, line, worldSize, launch) {
+      this.heardAt = Date.now();
+      this.$("quiet").hidden = true;
+      const pre = this.pane(rank ?? 0, worldSize, launch);
       const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
       pre.append(document.createTextNode(line.endsWith("\n") ? line : line + "\n"));
       if (stick) pre.scrollTop = pre.scrollHeight;
@@ -529,10 +565,12 @@
       const streamed = this.panes.size > 0;
       const size = result.launch && result.launch.world_size;
       for (const rank of result.ranks || []) {
-        const pre = streamed ? this.panes.get(`${size || ""}:${rank.rank}`) : this.pane(rank.rank, size);
+        const pre = streamed ? this.lastPane(rank.rank, size) : this.pane(rank.rank, size);
         if (!pre) continue;
         if (!streamed) pre.textContent = rank.output || this.t.no_output;
         if (rank.truncated) pre.append(el("em", { text: "\n" + this.t.truncated }));
+        // Only for a rank that ended in failure: a crash a restart recovered from is history.
+        this.showErrorEnd(pre, rank.exit_code ? rank.stack : null);
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
       this.showStacks(result.ranks || []);
@@ -546,6 +584,21 @@
         bubbles: true,
         detail: { exercise: this.exercise, submissionId: this.submissionId, status: outcome },
       }));
+    }
+
+    // A rank that died of a Python error: the traceback's end (the learner's last line and the
+    // error) first in its pane, above output that often ends in torch's C++ frames.
+    showErrorEnd(pre, stack) {
+      const section = pre.parentElement;
+      section.querySelectorAll(".sub__error-end").forEach((node) => node.remove());
+      const end = pythonErrorEnd(stack);
+      if (!end) return;
+      section.insertBefore(
+        el("div", { className: "sub__error-end" },
+          el("p", { className: "sub__error-end-title", text: this.t.error_end }),
+          el("pre", { className: "sub__log", tabindex: "0", text: end })),
+        pre,
+      );
     }
 
     showStacks(ranks) {
@@ -571,6 +624,29 @@
       box.hidden = false;
       holder.append(samplerPicture(sampler, this.t));
     }
+  }
+
+  // The end of a Python traceback: the learner's last line that ran (the last frame in main.py,
+  // else the last frame) and the error, without the C++ frames torch appends to its errors
+  // ("Exception raised from ...", "frame #3: ...") or the ^^^ markers. Nothing for a stack that
+  // is no traceback (a hang's stack dump is shown apart).
+  function pythonErrorEnd(stack) {
+    if (!stack || !/Traceback \(most recent call last\)/.test(stack)) return "";
+    const lines = String(stack).split("\n");
+    const start = lines.map((line) => /^Traceback \(most recent call last\)/.test(line)).lastIndexOf(true);
+    const tail = lines.slice(start);
+    const noise = (line) => !line.trim() || /^\s*frame #\d+:/.test(line) || /^Exception raised from /.test(line) || /^\s*[\^~]+\s*$/.test(line);
+    const frames = [];
+    tail.forEach((line, index) => { if (/^\s*File "/.test(line)) frames.push(index); });
+    if (!frames.length) return "";
+    const learner = frames.filter((index) => /^\s*File "(\/work\/)?main\.py"/.test(tail[index]));
+    const shown = learner.length ? learner[learner.length - 1] : frames[frames.length - 1];
+    const kept = [tail[shown].trim()];
+    if (tail[shown + 1] && /^\s{4,}\S/.test(tail[shown + 1]) && !noise(tail[shown + 1])) kept.push("  " + tail[shown + 1].trim());
+    let index = frames[frames.length - 1] + 1;
+    while (index < tail.length && /^\s{4,}/.test(tail[index])) index += 1; // the last frame's code
+    const error = tail.slice(index).filter((line) => !noise(line));
+    return kept.concat(error.slice(0, 4)).join("\n");
   }
 
   // An SVG grid: one row per epoch, one column per dataset index, coloured by the rank that
@@ -652,11 +728,13 @@
       rows.append(el("li", { text: fmt(t.sampler_row, { epoch: epoch.epoch ?? row, counts: counts.join(", "), overlap }) }));
     });
     const legend = el("ul", { className: "sub__legend" });
+    // Swatch colours come from classes in submissions.css (the same palette as RANK_COLOURS):
+    // the site's CSP refuses inline style attributes.
     for (const rank of ranks) {
-      legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${RANK_COLOURS[rank % RANK_COLOURS.length]}` }), fmt(t.rank, { n: rank })));
+      legend.append(el("li", {}, el("span", { className: `sub__swatch sub__swatch--r${rank % RANK_COLOURS.length}` }), fmt(t.rank, { n: rank })));
     }
-    legend.append(el("li", {}, el("span", { className: "sub__swatch", style: `background:${OVERLAP_SWATCH}` }), t.overlap));
-    legend.append(el("li", {}, el("span", { className: "sub__swatch sub__swatch--unseen", style: `background:${UNSEEN_COLOUR}` }), t.unseen));
+    legend.append(el("li", {}, el("span", { className: "sub__swatch sub__swatch--overlap" }), t.overlap));
+    legend.append(el("li", {}, el("span", { className: "sub__swatch sub__swatch--unseen" }), t.unseen));
     const figure = el("figure", { className: "sub__figure" });
     figure.append(svg, legend, rows);
     return figure;
@@ -671,6 +749,7 @@
   }
 
   window.RdvSubmit.samplerPicture = samplerPicture;
+  window.RdvSubmit.pythonErrorEnd = pythonErrorEnd;
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

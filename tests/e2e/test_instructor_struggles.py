@@ -32,7 +32,7 @@ def test_why_did_this_fail_reaches_the_instructors_view(
 ) -> None:
     learner, learner_email = sign_up(browser, live_server, viewport={"width": 1280, "height": 900})
     store_graded_run(live_server, learner_email, "bug_no_set_epoch")
-    learner.goto(LESSON_URL)
+    learner.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card
     failed = learner.locator('.sub__check[data-check="sampler.set_epoch"]')
     failed.get_by_role("button", name="Why did this fail?").click()
     learner.locator('#coach [data-role="coach-text"] h3').first.wait_for()

@@ -26,7 +26,7 @@ def test_a_stored_result_is_shown_in_the_viewer_s_language(
     store_graded_run(live_server, email, "bug_no_set_epoch")  # graded in English
     _code, stored = run_of("bug_no_set_epoch")
     shown = localize_result(stored, "tr", get_exercise(EXERCISE).spec.hints)
-    page.goto(f"{LESSON_URL}?locale=tr")
+    page.goto(f"{LESSON_URL}?locale=tr#exercise-train")  # the exercise's card
     section = page.locator(SECTION)
     summary = section.locator(".sub__summary--fail")
     summary.wait_for()
@@ -44,7 +44,7 @@ def test_the_sample_picture_is_legible_when_every_rank_saw_everything(
     browser: Any, live_server: LiveServer
 ) -> None:
     page, _email = sign_up(browser, live_server, viewport=PHONE, is_mobile=True)
-    page.goto(LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     section.evaluate("(s, r) => s.rdvExercise.showResult('done', r, true)", failed_result())

@@ -16,9 +16,9 @@ from typing import Any
 from tests.e2e.conftest import sign_up
 from tests.e2e.results import failed_result
 
-ELASTIC_URL = "/lessons/torchrun-launch"
+ELASTIC_URL = "/lessons/torchrun-launch#exercise-elastic-resume"  # the exercise's card
 ELASTIC = 'section.sub[data-exercise="torchrun-launch/elastic-resume"]'
-TRAIN_URL = "/lessons/ddp-fundamentals"
+TRAIN_URL = "/lessons/ddp-fundamentals#exercise-train"
 TRAIN = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 
 TRACEBACK = """Traceback (most recent call last):

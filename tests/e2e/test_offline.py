@@ -2,8 +2,9 @@
 read offline after a reload (the next lesson too), other pages get the offline page (axe: no
 serious violation); steps and quiz answers made offline reach the server when the connection
 returns, merged with another device's progress; a draft changed on two devices asks the learner
-to choose; Submit says it needs the network. And a visitor's progress (issue 22, point 4): 16
-steps read and 8 questions answered stay 16 and 8 after registering, welcome notice on screen."""
+to choose; Submit says it needs the network. And a visitor's progress (issue 22, point 4): every
+step read and every question answered stay so after registering, welcome notice on screen. The
+cards are walked in the lesson's own sequence, read from its YAML."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import REPO_ROOT
+from app.content.loader import load_catalog
 from tests.e2e.accounts import register, sign_in_after_registering
 from tests.e2e.conftest import CHROMIUM, LiveServer, start_live_server, stop_live_server
 from tests.e2e.test_accessibility import violations
@@ -26,8 +28,12 @@ NEXT_LESSON = "syncbn-sharded-state"
 EXERCISE = "ddp-fundamentals/train"
 SECTION = f'section.sub[data-exercise="{EXERCISE}"]'
 PASSWORD = "correct horse battery staple"
-# Lesson 2's quick check: question order as in the YAML, each right choice id.
-RIGHT_CHOICES = ("b", "a", "b", "b", "b", "b", "a", "b")
+# Lesson 2 as its author ordered it: (kind, id) per card, and each question's right choice.
+LESSON_MODEL = load_catalog(REPO_ROOT / "lessons").lessons[LESSON].lesson
+CARDS = LESSON_MODEL.cards()
+RIGHT = {question.id: question.answer for question in LESSON_MODEL.quiz}
+FIRST_QUESTION = next(n for n, (kind, _) in enumerate(CARDS, 1) if kind == "question")
+EXERCISE_CARD = "#exercise-" + EXERCISE.split("/")[1]
 
 
 def api(base_url: str, method: str, path: str, token: str, body: Any = None) -> Any:
@@ -186,11 +192,13 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     page.goto(f"/lessons/{LESSON}?step=1")
     outbox_empty(page)
     page.context.set_offline(True)
+    assert [kind for kind, _ in CARDS[:3]] == ["step"] * 3  # two steps read on the way
     page.click('[data-step-nav="next"]')
     page.click('[data-step-nav="next"]')
-    page.locator("[data-step-link-last]").click()  # the quick check's first card
+    page.locator(f'[data-step-link="{FIRST_QUESTION}"]').click()  # the first question's card
     form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
-    form.locator(f'input[name="choice"][value="{RIGHT_CHOICES[0]}"]').check()
+    question_id = CARDS[FIRST_QUESTION - 1][1]
+    form.locator(f'input[name="choice"][value="{RIGHT[question_id]}"]').check()
     form.locator('button[type="submit"]').click()
     feedback = form.locator(".quiz-feedback")
     feedback.filter(has_text="offline").wait_for()
@@ -218,7 +226,8 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
 def test_a_draft_changed_on_two_devices_asks_which_to_keep(
     page: Any, live_server: LiveServer
 ) -> None:
-    email = new_learner(page, f"/lessons/{LESSON}#ex-train")
+    email = new_learner(page, f"/lessons/{LESSON}")
+    page.goto(f"/lessons/{LESSON}{EXERCISE_CARD}")  # a `next` cannot carry the card's #fragment
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     worker_ready(page)
@@ -252,28 +261,28 @@ def test_a_draft_changed_on_two_devices_asks_which_to_keep(
 
 
 def test_a_visitor_s_progress_is_kept_at_sign_up(page: Any) -> None:
+    steps, questions = len(LESSON_MODEL.steps), len(LESSON_MODEL.quiz)
     page.goto(f"/lessons/{LESSON}?step=1")
-    steps = page.locator(".step-card[data-step-id]").count()
-    assert steps == 16
-    for _ in range(steps - 1):
-        page.click('[data-step-nav="next"]')
-    for choice in RIGHT_CHOICES:
-        page.click('[data-step-nav="next"]')
-        form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
-        form.locator(f'input[name="choice"][value="{choice}"]').check()
-        form.locator('button[type="submit"]').click()
-        form.locator(".verdict--correct").wait_for()
+    assert page.locator(".step-card[data-step-id]").count() == steps
+    for index, (kind, card_id) in enumerate(CARDS, 1):
+        if index > 1:
+            page.click('[data-step-nav="next"]')
+        if kind == "question":
+            form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
+            form.locator(f'input[name="choice"][value="{RIGHT[card_id]}"]').check()
+            form.locator('button[type="submit"]').click()
+            form.locator(".verdict--correct").wait_for()
     wait_until(
         page,
         "() => RdvClient.pending()"
-        ".then(e => e.filter(x => x.type === 'quiz_answered').length === 8)",
+        f".then(e => e.filter(x => x.type === 'quiz_answered').length === {questions})",
     )
 
     new_learner(page, "/")
     page.wait_for_selector(".notice--welcome")
     lesson = page.locator(f'li.lesson-card:has(h3 a[href="/lessons/{LESSON}"])')
-    lesson.filter(has_text="16 of 16 steps done").wait_for()
-    assert "8 of 8 questions answered correctly" in lesson.inner_text()
+    lesson.filter(has_text=f"{steps} of {steps} steps done").wait_for()
+    assert f"{questions} of {questions} questions answered correctly" in lesson.inner_text()
     welcome = page.locator(".notice--welcome")
     box = welcome.bounding_box()
     assert box is not None and 0 <= box["y"] < page.viewport_size["height"]
@@ -289,8 +298,8 @@ def test_the_whole_course_is_kept_for_offline_reading(page: Any) -> None:
     )
     assert len(lessons) == 4
     for href in lessons:
-        page.goto(href)
-        page.locator(".cm-content").first.wait_for()
+        page.goto(f"{href}#exercises")  # the lesson's first exercise card: the editor loads
+        page.locator(".step-card--exercise:not([hidden]) .cm-content").first.wait_for()
     wait_saved(page, "/", *lessons)
     used = page.evaluate(
         """async () => {

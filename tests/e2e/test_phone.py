@@ -34,7 +34,7 @@ def test_after_the_coach_answers_the_way_back_to_the_code_is_one_tap(
 ) -> None:
     page, email = sign_up(browser, live_server, **PHONE)
     store_graded_run(live_server, email, "bug_no_set_epoch")
-    page.goto(LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card
     section = page.locator('section.sub[data-exercise="ddp-fundamentals/train"]')
     failed = section.locator('.sub__check[data-check="sampler.set_epoch"]')
     failed.get_by_role("button", name="Why did this fail?").click()

@@ -4,6 +4,7 @@ the lesson page resumes there with completed steps marked."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,8 +34,15 @@ def test_progress_is_recorded_and_the_page_resumes(page: Any) -> None:
         assert synced.value.status == 200
     outbox_empty(page)
 
-    state = page.request.get("/api/v1/progress").json()["lessons"][LESSON]
     steps = page.eval_on_selector_all(".step-card", "cards => cards.map(c => c.dataset.stepId)")
+    # The outbox can be empty for a moment between one event sent and the next one written (the
+    # page records a click's events one after the other): wait for the last position to arrive.
+    deadline = time.monotonic() + 20
+    while True:
+        state = page.request.get("/api/v1/progress").json()["lessons"][LESSON]
+        if state["last_step"] == steps[2] or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(200)
     assert state["completed_steps"] == sorted(steps[:2])
     assert state["last_step"] == steps[2]
 
