@@ -123,8 +123,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
         learner_of=_learner_of(app),
+        trusted_proxies=settings.trusted_proxies.split(","),
+        body_grace_s=settings.body_grace_s,
+        body_min_rate=settings.body_min_rate,
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
     app.add_middleware(CatchAll)
+    # Outermost: the headers go on every answer, CatchAll's 500 included.
+    app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
     return app

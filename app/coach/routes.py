@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app.admission import inside_slot, outside_slot
 from app.auth.deps import CurrentInstructor, CurrentLearner
 from app.coach import service, struggles
 from app.coach.schemas import (
@@ -76,8 +77,8 @@ def ask_coach(
 
         def events() -> Iterator[str]:
             for kind, payload in service.stream(prepared, provider):
-                if kind == "done":
-                    with sessions() as own:
+                if kind == "done":  # the response started: its slot went back; take one
+                    with inside_slot(request), sessions() as own:
                         service.record(own, user_id=user_id, prepared=prepared, reply=payload)
                     data: dict[str, Any] = payload.public().model_dump(mode="json")
                 else:
@@ -86,7 +87,9 @@ def ask_coach(
 
         headers["X-Accel-Buffering"] = "no"
         return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
-    reply = service.answer(prepared, provider)
+    session.commit()  # the model is asked with no transaction open and no row locked
+    with outside_slot(request):  # nor an admission slot held: others use it meanwhile
+        reply = service.answer(prepared, provider)
     service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
     return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
 
