@@ -32,6 +32,7 @@ from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
+from app.mail import close_outbox
 from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
@@ -63,6 +64,7 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             if backend is not None:
                 await asyncio.to_thread(backend.stop)
                 app.state.grading_backend = None
+            await asyncio.to_thread(close_outbox)  # the queued mails leave first (bounded)
 
     return run
 

@@ -102,7 +102,13 @@ def forgot_submit(
     if rate_limits(request).check_reset(request_ip(request), email) is None:
         reset = lifecycle.request_reset(session, email)
         if reset is not None:
-            send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
+            send_reset_mail(
+                tasks,
+                request.app.state.settings,
+                reset,
+                resolve_locale(request),
+                rate_limits(request),
+            )
     return _render(request, "auth/forgot.html", sent=True)
 
 

@@ -67,7 +67,9 @@ def register(
         session, email=body.email, password=body.password, display_name=body.display_name
     )
     locale = resolve_locale(request)
-    send_registration_mail(tasks, request.app.state.settings, registration, locale)
+    send_registration_mail(
+        tasks, request.app.state.settings, registration, locale, rate_limits(request)
+    )
     return UserPublic.model_validate(registration.user)
 
 
@@ -186,7 +188,13 @@ def request_password_reset(
         raise _rate_limited(wait)
     reset = lifecycle.request_reset(session, body.email)
     if reset is not None:
-        send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
+        send_reset_mail(
+            tasks,
+            request.app.state.settings,
+            reset,
+            resolve_locale(request),
+            rate_limits(request),
+        )
     return Response(status_code=status.HTTP_202_ACCEPTED)
 
 

@@ -9,7 +9,9 @@ the assertion is that the others are answered at all, where they used to get 503
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +36,27 @@ class Served:
     model: FakeModel
 
 
+class SilentRelay:
+    """A mail relay that accepts connections and never says a word (the app's SMTP client waits
+    for its greeting until its timeout)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.listener.accept()[0])
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.held:
+            connection.close()
+
+
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -41,18 +64,22 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     model = FakeModel(mode="slow", delay_s=3.0).start()
+    relay = SilentRelay()
     env = {
         "RDV_DB_POOL_SIZE": str(SLOTS - 1),
         "RDV_DB_POOL_OVERFLOW": "1",
         "RDV_BODY_GRACE_S": "60",  # the half-sent bodies stay open for the whole test
         "RDV_COACH_URL": model.url,
         "RDV_COACH_TIMEOUT_SECONDS": "30",
+        "RDV_SMTP_HOST": "127.0.0.1",
+        "RDV_SMTP_PORT": str(relay.port),
     }
     try:
         with served(request.param, tmp_path_factory.mktemp("served"), env) as url:
             yield Served(url, model)
     finally:
         model.stop()
+        relay.close()
 
 
 def sign_up(url: str) -> dict[str, str]:
@@ -111,6 +138,16 @@ def test_half_sent_bodies_hold_no_slot(server: Served) -> None:
     finally:
         for sock in attackers:
             sock.close()
+
+
+def test_registrations_waiting_on_a_slow_mail_relay_hold_no_slot(server: Served) -> None:
+    """Every registration sends a mail; the relay never answers. The registrations are answered
+    (the mail leaves from the outbox) and so is everyone else."""
+    ada = sign_up(server.url)
+    with ThreadPoolExecutor(2 * SLOTS) as pool:
+        signed_up = list(pool.map(lambda _: sign_up(server.url), range(2 * SLOTS)))
+        others_are_answered(server.url, ada)
+    assert len(signed_up) == 2 * SLOTS
 
 
 def _questions(
