@@ -13,7 +13,7 @@ from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
 from app.auth.mails import send_reset_mail
-from app.auth.routes import rate_limits
+from app.auth.routes import limit_password_checks, rate_limits
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
@@ -55,6 +55,7 @@ def password_submit(
     if auth is None:
         return RedirectResponse("/login?next=/account/password", status_code=303)
     try:
+        limit_password_checks(request, auth.user)
         lifecycle.change_password(
             session, auth.user, current=current_password, new=new_password, keep_device=auth.device
         )
@@ -77,6 +78,7 @@ def delete_submit(
     if auth is None:
         return RedirectResponse("/login?next=/account/delete", status_code=303)
     try:
+        limit_password_checks(request, auth.user)
         lifecycle.delete_account(session, auth.user, password=password)
     except AppError as exc:
         return _render(request, "auth/delete.html", exc.status_code, error=_error(request, exc))

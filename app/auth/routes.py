@@ -11,6 +11,7 @@ from pydantic import AfterValidator
 from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
 from app.auth.mails import send_registration_mail, send_reset_mail
+from app.auth.models import User
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import (
     AccountDeletion,
@@ -34,6 +35,14 @@ api_router = APIRouter(tags=["accounts"])
 def rate_limits(request: Request) -> AuthRateLimits:
     limits: AuthRateLimits = request.app.state.auth_rate_limits
     return limits
+
+
+def limit_password_checks(request: Request, user: User) -> None:
+    """A password checked with a credential (change it, delete the account) counts as a sign-in
+    to that account from this address: a stolen token cannot guess at sign-in's pace and more."""
+    wait = rate_limits(request).check_login(request_ip(request), user.email)
+    if wait is not None:
+        raise _rate_limited(wait)
 
 
 def _rate_limited(retry_after: int) -> AppError:
@@ -147,8 +156,12 @@ def me(learner: CurrentLearner) -> UserPublic:
     response_class=Response,
     responses=error_responses(401, 403, 422),
 )
-def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep) -> Response:
-    """A new password. Every other device is signed out; this one stays signed in."""
+def change_password(
+    request: Request, body: PasswordChange, auth: CurrentAuth, session: SessionDep
+) -> Response:
+    """A new password. Every other device is signed out; this one stays signed in. The current
+    password is checked as at sign-in, with the same limits (429 beyond)."""
+    limit_password_checks(request, auth.user)
     lifecycle.change_password(
         session,
         auth.user,
@@ -165,9 +178,13 @@ def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep
     response_class=Response,
     responses=error_responses(401, 403, 422),
 )
-def delete_account(body: AccountDeletion, learner: CurrentLearner, session: SessionDep) -> Response:
+def delete_account(
+    request: Request, body: AccountDeletion, learner: CurrentLearner, session: SessionDep
+) -> Response:
     """Delete your account, confirmed with your password: progress, drafts, submissions,
-    devices and everything else kept for you go with it, at once and for good."""
+    devices and everything else kept for you go with it, at once and for good. The password is
+    checked as at sign-in, with the same limits (429 beyond)."""
+    limit_password_checks(request, learner)
     lifecycle.delete_account(session, learner, password=body.password)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
