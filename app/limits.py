@@ -215,7 +215,7 @@ class RequestLimits:
     async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Read the body (holding nothing), take a slot, run; the slot goes back when the
         response starts (app/admission.py)."""
-        if has_body(scope.get("method", ""), scope.get("headers", [])):
+        if has_body(scope.get("method", "")):
             declared = _header(scope, b"content-length")
             try:
                 body = await read_body(

@@ -31,6 +31,7 @@ from app.db import unit_of_work
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
 from app.learning import routes as learning_routes
+from app.input_rule import InputRule
 from app.limits import BodyLimit, RequestLimits
 from app.mail import close_outbox
 from app.security_headers import SecurityHeaders, csp_context
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
 
     app.add_middleware(CSRFCookieMiddleware, secure=settings.secure_cookies)
+    app.add_middleware(InputRule)  # on the body RequestLimits has read whole
     app.add_middleware(
         RequestLimits,
         per_caller=settings.max_requests_per_learner,

@@ -65,13 +65,7 @@ def replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def has_body(method: str, headers: list[tuple[bytes, bytes]]) -> bool:
-    """Whether the request announces a body (a Content-Length above 0, or chunked)."""
-    if method not in BODY_METHODS:
-        return False
-    for key, value in headers:
-        if key == b"content-length":
-            return value.strip() not in (b"", b"0")
-        if key == b"transfer-encoding":
-            return True
-    return False
+def has_body(method: str) -> bool:
+    """Whether the request may carry a body (one without Content-Length is read all the same:
+    a chunked body, or an empty one, at once)."""
+    return method in BODY_METHODS
