@@ -30,8 +30,8 @@ from app.content import service as content
 from app.db import unit_of_work
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
-from app.learning import routes as learning_routes
 from app.input_rule import InputRule
+from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
 from app.mail import close_outbox
 from app.security_headers import SecurityHeaders, csp_context
