@@ -106,7 +106,7 @@ def _set_password(
 ) -> None:
     """The new password; every reset link issued before it stops working, and the devices
     other than `keep_device` are signed out."""
-    check_password(new)
+    check_password(new, email=user.email)
     user.password_hash = security.hash_password(new)
     session.execute(
         update(PasswordReset)
