@@ -4,6 +4,7 @@ Thin: see service.py."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -13,6 +14,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.admission import inside_slot, outside_slot
 from app.auth.deps import CurrentInstructor, CurrentLearner
 from app.coach import service, struggles
+from app.coach.asking import ASKING, Ticket
+from app.coach.llm import ChatProvider
 from app.coach.schemas import (
     CoachAnswer,
     CoachExchangePublic,
@@ -24,6 +27,7 @@ from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
 from app.i18n import LocaleDep
+from app.submissions.backends import SessionFactory
 from app.submissions.routes import SessionFactoryDep
 
 api_router = APIRouter(tags=["coach"])
@@ -67,31 +71,55 @@ def ask_coach(
     Without it, it answers from the lesson steps that match the question best.
     """
     settings = request.app.state.settings
-    prepared = service.prepare(
-        session, user_id=learner.id, body=body, locale=locale, settings=settings
-    )
-    provider = service.provider_from(settings)
-    headers = {"Content-Language": locale, "Cache-Control": "no-store"}
-    if accept and EVENT_STREAM in accept:
-        user_id = learner.id
+    # Counted as asked until answered (the hourly limit is atomic); the stream closes its own.
+    ticket: Ticket | None = ASKING.begin(learner.id)
+    try:
+        prepared = service.prepare(
+            session,
+            user_id=learner.id,
+            body=body,
+            locale=locale,
+            settings=settings,
+            in_flight=ticket.earlier if ticket else 0,
+        )
+        provider = service.provider_from(settings)
+        headers = {"Content-Language": locale, "Cache-Control": "no-store"}
+        if accept and EVENT_STREAM in accept:
+            headers["X-Accel-Buffering"] = "no"
+            stream = _events(request, sessions, learner.id, prepared, provider, ticket)
+            ticket = None
+            return StreamingResponse(stream, media_type=EVENT_STREAM, headers=headers)
+        session.commit()  # the model is asked with no transaction open and no row locked
+        with outside_slot(request):  # nor an admission slot held: others use it meanwhile
+            reply = service.answer(prepared, provider)
+        service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
+        session.commit()  # stored before the ticket closes: never counted neither way
+        return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
+    finally:
+        if ticket is not None:
+            ticket.done()
 
-        def events() -> Iterator[str]:
-            for kind, payload in service.stream(prepared, provider):
-                if kind == "done":  # the response started: its slot went back; take one
-                    with inside_slot(request), sessions() as own:
-                        service.record(own, user_id=user_id, prepared=prepared, reply=payload)
-                    data: dict[str, Any] = payload.public().model_dump(mode="json")
-                else:
-                    data = {"text": payload} if kind == "delta" else {}
-                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
-        headers["X-Accel-Buffering"] = "no"
-        return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
-    session.commit()  # the model is asked with no transaction open and no row locked
-    with outside_slot(request):  # nor an admission slot held: others use it meanwhile
-        reply = service.answer(prepared, provider)
-    service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
-    return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
+def _events(
+    request: Request,
+    sessions: SessionFactory,
+    user_id: uuid.UUID,
+    prepared: service.Prepared,
+    provider: ChatProvider | None,
+    ticket: Ticket | None,
+) -> Iterator[str]:
+    try:
+        for kind, payload in service.stream(prepared, provider):
+            if kind == "done":  # the response started: its slot went back; take one
+                with inside_slot(request), sessions() as own:
+                    service.record(own, user_id=user_id, prepared=prepared, reply=payload)
+                data: dict[str, Any] = payload.public().model_dump(mode="json")
+            else:
+                data = {"text": payload} if kind == "delta" else {}
+            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    finally:
+        if ticket is not None:
+            ticket.done()
 
 
 @api_router.get("/coach/history", response_model=CoachHistory, responses=error_responses(401))

@@ -25,6 +25,7 @@ from tests.api.served import served
 from tests.coach.fake_llm import FakeModel
 
 SLOTS = 3
+HOURLY = 5  # the coach's hourly limit per learner (the attacks below ask at most 4 each)
 PASSWORD = "violet kettle marmalade"
 LESSON = "ddp-fundamentals"
 ANSWERED_WITHIN_S = 5.0  # generous: a starved request waited 2 s, then got 503
@@ -71,6 +72,7 @@ def server(
         "RDV_BODY_GRACE_S": "60",  # the half-sent bodies stay open for the whole test
         "RDV_COACH_URL": model.url,
         "RDV_COACH_TIMEOUT_SECONDS": "30",
+        "RDV_COACH_QUESTIONS_PER_HOUR": str(HOURLY),
         "RDV_SMTP_HOST": "127.0.0.1",
         "RDV_SMTP_PORT": str(relay.port),
     }
@@ -182,6 +184,20 @@ def test_questions_waiting_on_a_slow_model_hold_no_slot(server: Served, stream: 
     assert [answer.status_code for answer in answers] == [200] * len(questions)
     done = [a.json() if not stream else a.text.rsplit("event: done", 1)[1] for a in answers]
     assert all("llm" in str(answer) for answer in done)  # the model's answers, recorded
+
+
+def test_the_coach_s_hourly_limit_holds_for_questions_asked_at_once(server: Served) -> None:
+    """Eight questions at once, all waiting on the model together: exactly the limit's worth
+    are answered, the rest refused with 429 (all eight used to be answered)."""
+    pool, questions = _questions(server.url, [sign_up(server.url)], 8, stream=False)
+    try:
+        answers = [question.result() for question in questions]
+    finally:
+        pool.shutdown()
+    statuses = sorted(answer.status_code for answer in answers)
+    assert statuses == [200] * HOURLY + [429] * (8 - HOURLY)
+    refused = [a.json()["code"] for a in answers if a.status_code == 429]
+    assert set(refused) == {"rate_limited"}
 
 
 def _until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
