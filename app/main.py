@@ -38,6 +38,7 @@ from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
+from app.web import api_docs
 from app.web import routes as web_routes
 from app.web.assets import Assets
 from app.web.templating import add_context_processor
@@ -93,6 +94,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         description="Learn PyTorch distributed training by running real code.",
         lifespan=lifespan(settings),
+        docs_url=None,  # /docs and /redoc from vendored assets (app/web/api_docs.py)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.grading_backend = None
@@ -115,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
     app.include_router(health_routes.router)
+    app.include_router(api_docs.router)
 
     install_error_handlers(app)
 
