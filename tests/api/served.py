@@ -4,10 +4,12 @@ admission limit under attack)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -90,3 +92,24 @@ def served(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> I
             process.wait()
         if backend == "postgres":
             _drop_postgres(database_url)
+
+
+class SilentRelay:
+    """A mail relay that accepts connections and never says a word (the app's SMTP client waits
+    for its greeting until its timeout)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.listener.accept()[0])
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.held:
+            connection.close()

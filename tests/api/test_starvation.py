@@ -9,9 +9,7 @@ the assertion is that the others are answered at all, where they used to get 503
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,7 +19,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.api.served import served
+from tests.api.served import SilentRelay, served
 from tests.coach.fake_llm import FakeModel
 
 SLOTS = 3
@@ -35,27 +33,6 @@ ANSWERED_WITHIN_S = 5.0  # generous: a starved request waited 2 s, then got 503
 class Served:
     url: str
     model: FakeModel
-
-
-class SilentRelay:
-    """A mail relay that accepts connections and never says a word (the app's SMTP client waits
-    for its greeting until its timeout)."""
-
-    def __init__(self) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                self.held.append(self.listener.accept()[0])
-
-    def close(self) -> None:
-        self.listener.close()
-        for connection in self.held:
-            connection.close()
 
 
 @pytest.fixture(
