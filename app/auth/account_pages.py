@@ -13,7 +13,7 @@ from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
 from app.auth.mails import send_reset_mail
-from app.auth.routes import limit_password_checks, rate_limits
+from app.auth.routes import delete_with_queued_code, limit_password_checks, rate_limits
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
@@ -79,7 +79,7 @@ def delete_submit(
         return RedirectResponse("/login?next=/account/delete", status_code=303)
     try:
         limit_password_checks(request, auth.user)
-        lifecycle.delete_account(session, auth.user, password=password)
+        delete_with_queued_code(request, session, auth.user, password)
     except AppError as exc:
         return _render(request, "auth/delete.html", exc.status_code, error=_error(request, exc))
     response = RedirectResponse("/", status_code=303)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
 from pydantic import AfterValidator
+from sqlalchemy.orm import Session
 
 from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
@@ -27,6 +28,8 @@ from app.db import SessionDep
 from app.errors import AppError, error_responses
 from app.i18n import resolve_locale
 from app.limits import request_ip
+from app.submissions import service as submissions
+from app.submissions.backends import GradingBackend
 from app.text import NO_NUL, storable
 
 api_router = APIRouter(tags=["accounts"])
@@ -185,8 +188,19 @@ def delete_account(
     devices and everything else kept for you go with it, at once and for good. The password is
     checked as at sign-in, with the same limits (429 beyond)."""
     limit_password_checks(request, learner)
-    lifecycle.delete_account(session, learner, password=body.password)
+    delete_with_queued_code(request, session, learner, password=body.password)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def delete_with_queued_code(request: Request, session: Session, user: User, password: str) -> None:
+    """Delete the account (lifecycle.py) and, once that is committed, the code of its
+    submissions still waiting in the grading queue (app/submissions/queue.py)."""
+    job_ids = submissions.queued_job_ids(session, user.id)
+    lifecycle.delete_account(session, user, password=password)
+    session.commit()
+    backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
+    if backend is not None and job_ids:
+        backend.withdraw(job_ids)
 
 
 @api_router.post(

@@ -141,6 +141,19 @@ class ProcrastinateBackend:
     def expect(self, exercise: str) -> None:
         """Nothing here: grader workers on other machines warm their pools for what they grade."""
 
+    def withdraw(self, job_ids: list[int]) -> int:
+        """Delete the jobs no worker has taken yet (`todo`): their arguments, the learner's code,
+        go with them, and no worker can take them any more. A job a worker already runs ends
+        as usual; its result finds no submission and is dropped."""
+        if not job_ids:
+            return 0
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            deleted = conn.execute(
+                "DELETE FROM procrastinate_jobs WHERE id = ANY(%s) AND status = 'todo'",
+                (job_ids,),
+            )
+            return deleted.rowcount
+
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)

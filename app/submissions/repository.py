@@ -261,3 +261,15 @@ def dispatched_unfinished(session: Session) -> list[tuple[uuid.UUID, int]]:
         )
     ).all()
     return [(row[0], int(row[1])) for row in rows if row[1] is not None]
+
+
+def dispatched_job_ids_of(session: Session, user_id: uuid.UUID) -> list[int]:
+    """The queue job ids of a learner's submissions handed to the queue and not yet ended."""
+    rows = session.scalars(
+        select(Submission.queue_job_id).where(
+            Submission.user_id == user_id,
+            Submission.status.in_(UNFINISHED),
+            Submission.queue_job_id.is_not(None),
+        )
+    ).all()
+    return [int(job_id) for job_id in rows if job_id is not None]
