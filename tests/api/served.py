@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -47,10 +48,16 @@ def _drop_postgres(url: str) -> None:
     admin.dispose()
 
 
+@dataclass(frozen=True)
+class Server:
+    url: str
+    database_url: str
+
+
 @contextmanager
-def served(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """The server's base URL while it runs (`backend`: "sqlite" or "postgres"; `env`: more
-    RDV_ settings); stopped, and its PostgreSQL database dropped, after."""
+def served(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> Iterator[Server]:
+    """The server while it runs (`backend`: "sqlite" or "postgres"; `env`: more RDV_ settings);
+    stopped, and its PostgreSQL database dropped, after."""
     database_url = f"sqlite:///{tmp_path / 'served.db'}" if backend == "sqlite" else _postgres_url()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -82,7 +89,7 @@ def served(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> I
                 pass
             assert time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.2)
-        yield url
+        yield Server(url, database_url)
     finally:
         process.terminate()
         try:

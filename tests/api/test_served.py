@@ -16,8 +16,8 @@ LESSON = "ddp-fundamentals"
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with served(request.param, tmp_path) as url:
-        yield url
+    with served(request.param, tmp_path) as running:
+        yield running.url
 
 
 def test_mobile_flow_through_the_served_app(server: str) -> None:

@@ -15,9 +15,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
 from tests.api.served import SilentRelay, served
 from tests.coach.fake_llm import FakeModel
@@ -32,6 +34,7 @@ ANSWERED_WITHIN_S = 5.0  # generous: a starved request waited 2 s, then got 503
 @dataclass
 class Served:
     url: str
+    database_url: str
     model: FakeModel
 
 
@@ -54,8 +57,8 @@ def server(
         "RDV_SMTP_PORT": str(relay.port),
     }
     try:
-        with served(request.param, tmp_path_factory.mktemp("served"), env) as url:
-            yield Served(url, model)
+        with served(request.param, tmp_path_factory.mktemp("served"), env) as running:
+            yield Served(running.url, running.database_url, model)
     finally:
         model.stop()
         relay.close()
@@ -175,6 +178,32 @@ def test_the_coach_s_hourly_limit_holds_for_questions_asked_at_once(server: Serv
     assert statuses == [200] * HOURLY + [429] * (8 - HOURLY)
     refused = [a.json()["code"] for a in answers if a.status_code == 429]
     assert set(refused) == {"rate_limited"}
+
+
+def test_a_device_s_questions_after_a_pause_do_not_wait_for_each_other(server: Served) -> None:
+    """A device's first request after 5 minutes writes its "last used" time; that row used to
+    stay locked for the whole question (the model call included), so four questions from one
+    device were answered one after another. Now the model gets all four while none has been
+    answered."""
+    device = sign_up(server.url)
+    engine = create_engine(server.database_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE device_tokens SET last_used_at = :then"), {"then": _ago(600)})
+    engine.dispose()
+    asked_before = len(server.model.requests)
+    pool, questions = _questions(server.url, [device], 4, stream=False)
+    try:
+        _until(lambda: len(server.model.requests) - asked_before >= 4, timeout_s=60)
+        answered_by_then = sum(question.done() for question in questions)
+        answers = [question.result() for question in questions]
+    finally:
+        pool.shutdown()
+    assert answered_by_then == 0
+    assert [answer.status_code for answer in answers] == [200] * 4
+
+
+def _ago(seconds: float) -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=seconds)
 
 
 def _until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
