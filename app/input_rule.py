@@ -58,10 +58,10 @@ def _body_places(scope: Scope, body: bytes) -> Iterator[str]:
             document = json.loads(body)
         except ValueError:  # not JSON: the route's own parser answers
             return
-        yield from _json_places(document, "")
+        yield from json_places(document, "")
 
 
-def _json_places(value: Any, where: str) -> Iterator[str]:
+def json_places(value: Any, where: str) -> Iterator[str]:
     if isinstance(value, str):
         if FORBIDDEN.search(value):
             yield where or "(body)"
@@ -70,10 +70,10 @@ def _json_places(value: Any, where: str) -> Iterator[str]:
             here = f"{where}.{key[:40]}" if where else key[:40]
             if FORBIDDEN.search(key):
                 yield here
-            yield from _json_places(item, here)
+            yield from json_places(item, here)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from _json_places(item, f"{where}.{index}" if where else str(index))
+            yield from json_places(item, f"{where}.{index}" if where else str(index))
 
 
 def _content_type(scope: Scope) -> str:
@@ -112,3 +112,48 @@ class InputRule:
             await response(scope, receive, send)
             return
         await self.app(scope, replay(body, receive), send)
+
+
+# The same rule in the OpenAPI document, where JSON Schema can say it: every string a request
+# sends (parameters and request bodies) without a pattern, format or list of values of its own
+# gets this pattern; one with a pattern of its own gets it as well, under `allOf`.
+NO_CONTROL_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"
+_OWN_RULE = ("format", "enum", "const")
+
+
+def document_rule(document: dict[str, Any]) -> dict[str, Any]:
+    """Write the rule into the request side of an OpenAPI document (in place; returned)."""
+    components = document.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+
+    def mark(schema: Any) -> None:
+        if isinstance(schema, list):
+            for item in schema:
+                mark(item)
+            return
+        if not isinstance(schema, dict):
+            return
+        reference = schema.get("$ref")
+        if isinstance(reference, str) and reference.startswith("#/components/schemas/"):
+            name = reference.rsplit("/", 1)[1]
+            if name not in seen:
+                seen.add(name)
+                mark(components.get(name))
+        if schema.get("type") == "string" and not any(key in schema for key in _OWN_RULE):
+            if "pattern" not in schema:
+                schema["pattern"] = NO_CONTROL_PATTERN
+            elif schema["pattern"] != NO_CONTROL_PATTERN:
+                schema.setdefault("allOf", []).append({"pattern": NO_CONTROL_PATTERN})
+        for key in ("properties", "items", "anyOf", "oneOf", "allOf", "additionalProperties"):
+            value = schema.get(key)
+            mark(list(value.values()) if key == "properties" and isinstance(value, dict) else value)
+
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", []):
+                mark(parameter.get("schema"))
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                mark(media.get("schema"))
+    return document

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
@@ -30,7 +31,7 @@ from app.content import service as content
 from app.db import unit_of_work
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
-from app.input_rule import InputRule
+from app.input_rule import InputRule, document_rule
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
 from app.mail import close_outbox
@@ -87,6 +88,18 @@ def _learner_of(app: FastAPI) -> Callable[[str], str | None]:
     return learner_of
 
 
+def _document_input_rule(app: FastAPI) -> None:
+    """/openapi.json states the input rule (app/input_rule.py) on every string a request sends."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_rule(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     app = FastAPI(
@@ -121,6 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api_docs.router)
 
     install_error_handlers(app)
+    _document_input_rule(app)
 
     app.add_middleware(CSRFCookieMiddleware, secure=settings.secure_cookies)
     app.add_middleware(InputRule)  # on the body RequestLimits has read whole

@@ -157,7 +157,7 @@ def me(learner: CurrentLearner) -> UserPublic:
     "/auth/password",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses=error_responses(401, 403, 422),
+    responses=error_responses(401, 403, 422, 429),
 )
 def change_password(
     request: Request, body: PasswordChange, auth: CurrentAuth, session: SessionDep
@@ -179,7 +179,7 @@ def change_password(
     "/me",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses=error_responses(401, 403, 422),
+    responses=error_responses(401, 403, 422, 429),
 )
 def delete_account(
     request: Request, body: AccountDeletion, learner: CurrentLearner, session: SessionDep
