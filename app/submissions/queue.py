@@ -142,17 +142,18 @@ class ProcrastinateBackend:
         """Nothing here: grader workers on other machines warm their pools for what they grade."""
 
     def withdraw(self, job_ids: list[int]) -> int:
-        """Delete the jobs no worker has taken yet (`todo`): their arguments, the learner's code,
-        go with them, and no worker can take them any more. A job a worker already runs ends
-        as usual; its result finds no submission and is dropped."""
-        if not job_ids:
-            return 0
+        """A deleted account's jobs, through procrastinate's own cancel: one no worker has taken
+        yet (`todo`) is deleted, and its arguments, the learner's code, with it; one a worker
+        runs gets an abort request, on which the worker cancels its task and sends nothing back
+        (a result that came anyway would find no submission and be dropped)."""
+        withdrawn = 0
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
-            deleted = conn.execute(
-                "DELETE FROM procrastinate_jobs WHERE id = ANY(%s) AND status = 'todo'",
-                (job_ids,),
-            )
-            return deleted.rowcount
+            for job_id in job_ids:
+                row = conn.execute(
+                    "SELECT procrastinate_cancel_job_v1(%s, true, true)", (job_id,)
+                ).fetchone()
+                withdrawn += row is not None and row[0] is not None
+        return withdrawn
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
