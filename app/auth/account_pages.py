@@ -12,8 +12,12 @@ from pydantic import AfterValidator
 from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
-from app.auth.mails import send_reset_mail
-from app.auth.routes import delete_with_queued_code, limit_password_checks, rate_limits
+from app.auth.routes import (
+    delete_with_queued_code,
+    limit_password_checks,
+    mail_reset,
+    rate_limits,
+)
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
@@ -104,13 +108,7 @@ def forgot_submit(
     if rate_limits(request).check_reset(request_ip(request), email) is None:
         reset = lifecycle.request_reset(session, email)
         if reset is not None:
-            send_reset_mail(
-                tasks,
-                request.app.state.settings,
-                reset,
-                resolve_locale(request),
-                rate_limits(request),
-            )
+            mail_reset(tasks, request, reset)
     return _render(request, "auth/forgot.html", sent=True)
 
 

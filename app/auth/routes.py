@@ -219,14 +219,14 @@ def request_password_reset(
         raise _rate_limited(wait)
     reset = lifecycle.request_reset(session, body.email)
     if reset is not None:
-        send_reset_mail(
-            tasks,
-            request.app.state.settings,
-            reset,
-            resolve_locale(request),
-            rate_limits(request),
-        )
+        mail_reset(tasks, request, reset)
     return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+def mail_reset(tasks: BackgroundTasks, request: Request, reset: lifecycle.ResetRequest) -> None:
+    """The reset mail, in the request's language, under the per-recipient limits."""
+    settings = request.app.state.settings
+    send_reset_mail(tasks, settings, reset, resolve_locale(request), rate_limits(request))
 
 
 @api_router.post(

@@ -32,25 +32,20 @@ _PAGE = """<!doctype html>
 """
 
 
+def _page(title: str, script: str, viewer: str, styles: str = "") -> HTMLResponse:
+    return HTMLResponse(_PAGE.format(title=title, styles=styles, script=script, viewer=viewer))
+
+
 @router.get("/docs")
 def swagger_ui() -> HTMLResponse:
-    return HTMLResponse(
-        _PAGE.format(
-            title="Swagger UI",
-            styles='<link rel="stylesheet" href="/static/vendor/swagger-ui/swagger-ui.css">',
-            script="/static/vendor/swagger-ui/swagger-ui-bundle.js",
-            viewer="swagger-ui",
-        )
+    return _page(
+        "Swagger UI",
+        "/static/vendor/swagger-ui/swagger-ui-bundle.js",
+        "swagger-ui",
+        styles='<link rel="stylesheet" href="/static/vendor/swagger-ui/swagger-ui.css">',
     )
 
 
 @router.get("/redoc")
 def redoc() -> HTMLResponse:
-    return HTMLResponse(
-        _PAGE.format(
-            title="ReDoc",
-            styles="",
-            script="/static/vendor/redoc/redoc.standalone.js",
-            viewer="redoc",
-        )
-    )
+    return _page("ReDoc", "/static/vendor/redoc/redoc.standalone.js", "redoc")
