@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.admission import SCOPE_KEY as SLOT_KEY
 from app.admission import Slot
-from app.error_handlers import BUSY_MESSAGE, error_response
+from app.error_handlers import BUSY_MESSAGE, error_response, handle_http
 from app.errors import N_
 from app.request_body import SLOW_BODY, Disconnected, SlowBody, has_body, read_body, replay
 
@@ -230,9 +230,7 @@ class RequestLimits:
             except Disconnected:
                 return
             except HTTPException as exc:  # BodyLimit: the body passed the size limit
-                request = Request(scope)
-                response = error_response(request, exc.status_code, "too_large", exc.detail)
-                await response(scope, receive, send)
+                await (await handle_http(Request(scope), exc))(scope, receive, send)
                 return
             receive = replay(body, receive)
         slot = Slot(self._admission, self.wait_s)
