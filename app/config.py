@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,9 +30,12 @@ class Settings(BaseSettings):
     # With one: any OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama, hosted).
     coach_url: str | None = None
     coach_model: str = "default"
-    coach_api_key: str | None = None
+    # A secret: never in a repr, a log line or an error page (SecretStr prints as '**********').
+    coach_api_key: SecretStr | None = None
     coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
     coach_questions_per_hour: int = Field(20, ge=1)
+    # Instructor analytics: a figure counting fewer learners than this (but some) shows as "<N".
+    analytics_min_cohort: int = Field(5, ge=1, le=1000)
 
     # Grading pipeline. Start the backend with the web app; unset: yes, except when
     # RDV_ENVIRONMENT=test (unit tests build many apps and grade through their own backends).

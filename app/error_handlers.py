@@ -35,6 +35,11 @@ _HTTP_CODES = {
     413: ("too_large", N_("The request is too large. Send less at once.")),
     429: ("rate_limited", N_("Too many requests. Wait a little and try again.")),
 }
+# A page (not an API path) that does not exist: said to a learner, not to a client developer.
+PAGE_NOT_FOUND = N_(
+    "There is no page at this address. The link may be mistyped or out of date; the course "
+    "page lists every lesson."
+)
 _INTERNAL = N_("Something went wrong on our side; nothing was changed. Try again in a minute.")
 BUSY_MESSAGE = N_("The server is busy right now. Wait a second, then try again.")
 
@@ -113,6 +118,8 @@ async def handle_http(request: Request, exc: Exception) -> Response:
         message = f"The request could not be read: {exc.detail}. Send UTF-8 JSON."
         return error_response(request, 422, "invalid_request", message, details=[])
     code, message = _HTTP_CODES.get(exc.status_code, ("http_error", str(exc.detail)))
+    if exc.status_code == 404 and wants_page(request):
+        message = PAGE_NOT_FOUND
     return error_response(request, exc.status_code, code, message, headers=exc.headers)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
+from app.analytics import routes as analytics_routes
 from app.auth import account_pages
 from app.auth import pages as auth_pages
 from app.auth import routes as auth_routes
@@ -25,6 +26,7 @@ from app.auth.ratelimit import AuthRateLimits
 from app.coach import pages as coach_pages
 from app.coach import routes as coach_routes
 from app.coach.index import get_index as coach_index
+from app.compression import Compression
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
@@ -39,7 +41,7 @@ from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
-from app.web import api_docs
+from app.web import api_docs, pwa
 from app.web import routes as web_routes
 from app.web.assets import Assets
 from app.web.templating import add_context_processor
@@ -125,8 +127,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(learning_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(submission_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(coach_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
+    app.include_router(analytics_routes.api_router, prefix=API_PREFIX, dependencies=one_value)
     app.include_router(web_routes.router)
+    app.include_router(pwa.router)
     app.include_router(coach_pages.router)
+    app.include_router(analytics_routes.router)
     app.include_router(auth_pages.router)
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
@@ -151,6 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(CatchAll)
-    # Outermost: the headers go on every answer, CatchAll's 500 included.
+    # Outside CatchAll: the headers go on every answer, its 500 included.
     app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
+    app.add_middleware(Compression)  # outermost: compresses the answer as it finally is
     return app

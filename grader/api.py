@@ -32,18 +32,21 @@ from grader.contract import (
 from grader.events import HarnessError, Init, ProgramException
 from grader.faults import place_faults
 from grader.i18n import (
-    AS_NODES,
     SUMMARY_FAILED,
     SUMMARY_PASSED,
     SUMMARY_PASSED_SKIPPED,
-    WITH_ONE_RANK,
-    WITH_RANKS,
     message_fields,
     msg,
 )
 from grader.launcher import Launch, plan_launches, prewarm_for, run_launch
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
-from grader.stages import launch_event, not_judged_without_distribution
+from grader.stages import (
+    in_launch,
+    launch_event,
+    not_judged_without_distribution,
+    not_judged_without_premise,
+    tag_launch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +111,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
-            view, _ = run_launch(job, launch, sandbox, emit)
+            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1))
         except SandboxUnavailable as exc:
             return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
@@ -142,6 +145,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     checks_ms += int((time.monotonic() - t1) * 1000)
     emit(GradeEvent(kind="status", data={"status": "checking"}))
     checks = not_judged_without_distribution(_combine(job, runs), judged)
+    checks = not_judged_without_premise(checks, judged)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
     # A failing run decides; otherwise the largest launch (the last of equals) speaks for all.
@@ -267,24 +271,16 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
         launch, o = chosen
         message: str = o.message
         if several and o.status == "fail":
-            if launch.nnodes > 1:
-                message = msg(
-                    "combine.as_nodes",
-                    AS_NODES,
-                    nodes=launch.nnodes,
-                    ranks=launch.world_size,
-                    message=message,
-                )
-            elif launch.world_size == 1:
-                message = msg("combine.with_one_rank", WITH_ONE_RANK, message=message)
-            else:
-                message = msg(
-                    "combine.with_ranks", WITH_RANKS, ranks=launch.world_size, message=message
-                )
-        hint = None
+            message = in_launch(message, launch.nnodes, launch.world_size)
+        hint = hint_of = None
         if o.status == "fail":
-            # English here; the API renders the Result in each viewer's language (grader.i18n).
-            hint = localize(job.spec.hints.get(cid), "en") or definition.hint
+            # The hint for what the run showed: another check's when the outcome says so (a
+            # wrap that never happened gets the wrapping hint). English here; the API renders
+            # the Result in each viewer's language (grader.i18n).
+            hint_of = o.hint_of
+            source = get_check(hint_of) if hint_of else definition
+            assert source is not None
+            hint = localize(job.spec.hints.get(hint_of or cid), "en") or source.hint
         message_id, params = message_fields(message)
         results.append(
             CheckResult(
@@ -297,18 +293,25 @@ def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -
                 line=o.line,
                 message_id=message_id,
                 params=params,
+                hint_of=hint_of,
             )
         )
     return results
 
 
 def _backend(view: RunView, launch: Launch) -> str:
+    """The backend the group used for the launch's device: a config such as "cpu:gloo,cuda:nccl"
+    (what a group made without a backend, or with one per device, reports) names one per device."""
+    default = "nccl" if launch.device == "cuda" else "gloo"
     for _, e in view.typed(Init):
-        backend = e.backend
-        if backend and backend != "undefined" and ":" not in backend:
-            return str(backend)
-        return "nccl" if launch.device == "cuda" else "gloo"
-    return "nccl" if launch.device == "cuda" else "gloo"
+        backend = str(e.backend or "")
+        if not backend or backend == "undefined":
+            return default
+        if ":" not in backend:
+            return backend
+        per_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        return per_device.get(launch.device, default)
+    return default
 
 
 def _rank_result(r: RankView) -> RankResult:

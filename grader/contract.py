@@ -123,6 +123,9 @@ class CheckResult(BaseModel):
     # The message's id and parameters, for rendering it in another language (grader.i18n).
     message_id: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    # The check whose hint fits what the run showed, when not this one's (e.g. a SyncBatchNorm
+    # check failed because no model was wrapped in DDP gets the wrapping hint).
+    hint_of: str | None = None
 
 
 class RankResult(BaseModel):
@@ -195,7 +198,8 @@ class GradeEvent(BaseModel):
     kind: "status" (data: {"status": "starting" | "running" | "checking"}, or
           {"status": "launch", index, count, world_size, nnodes, first_world_size, reason_id,
           reason}: see grader.stages.launch_event),
-          "output" (rank, data: {"line": str}), "check" (data: CheckResult as a dict),
+          "output" (rank, data: {"line": str, "world_size": int, "launch": int: the launch's
+          index, from 1}), "check" (data: CheckResult as a dict),
           "done" (data: Result as a dict).
     """
 

@@ -173,9 +173,10 @@ def localize_check(
         check.get("message_id"), check.get("message", ""), check.get("params") or {}, locale
     )
     if check.get("hint"):
-        own = (hints or {}).get(check_id)
+        hint_of = str(check.get("hint_of") or check_id)  # the check whose hint it is
+        own = (hints or {}).get(hint_of)
         if isinstance(own, Mapping):
             out["hint"] = own.get(locale) or own.get("en") or check["hint"]
         elif own is None:
-            out["hint"] = render(f"hint.{check_id}", check["hint"], {}, locale)
+            out["hint"] = render(f"hint.{hint_of}", check["hint"], {}, locale)
     return out

@@ -7,17 +7,27 @@
   passed vacuously, so it is reported as not judged (skip) instead of PASS. Only for exercises
   that ask for a process group (their checks include `dist.init`): an exercise that does not
   (a single-process one, a toy added from files alone) keeps its own verdicts.
+- `not_judged_without_premise`: some checks only mean something once the program did what they
+  build on (`PREMISES`): ranks that never built a DDP model hold the same parameters and save a
+  bare state_dict trivially; a restarted run that loaded no snapshot ends where an uninterrupted
+  run ends because it trained again from scratch. Their passes become "not judged" with the
+  reason, so a green check always means the behaviour was observed.
+- `tag_launch`: every `output` event says which launch (1-based, as in the launch event) it
+  belongs to, so the page keeps each launch's output in its own panes.
+- `in_launch`: a failure seen in one launch of several says which one ("With 1 rank: ..."),
+  unless the message already names its launch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from grader.checks.base import RunView
+from grader.checks.elastic import resumed_from_snapshot
 from grader.contract import CheckResult, GradeEvent
-from grader.events import Init
-from grader.i18n import message_fields, msg
+from grader.events import DdpInit, Init
+from grader.i18n import AS_NODES, WITH_ONE_RANK, WITH_RANKS, Message, message_fields, msg
 
 # Checks that judge a program whether or not it distributes (they say themselves what is missing).
 ALWAYS_JUDGED = frozenset({"run.completed", "dist.init"})
@@ -92,15 +102,81 @@ def not_judged_without_distribution(
         return checks  # the exercise does not ask for a process group
     if not views or distributed(views) or not any(view.ranks for view in views):
         return checks
-    message_id, params = message_fields(NOT_JUDGED_MESSAGE)
+    return [
+        _not_judged(c, NOT_JUDGED_MESSAGE)
+        if c.status == "pass" and c.id not in ALWAYS_JUDGED
+        else c
+        for c in checks
+    ]
+
+
+def _built_ddp(view: RunView) -> bool:
+    return bool(view.typed(DdpInit))
+
+
+NO_DDP = msg(
+    "stages.not_judged_no_ddp",
+    "Not judged: no rank wrapped its model in DistributedDataParallel, so identical processes on "
+    "identical data pass this without any averaging. Wrap the model first.",
+)
+NO_SNAPSHOT_LOADED = msg(
+    "stages.not_judged_no_resume",
+    "Not judged: after the restart no rank loaded a snapshot saved before the failure, so the "
+    "run trained again from scratch, and ending where an uninterrupted run ends shows nothing "
+    "about resuming.",
+)
+# check id -> (what the check builds on, observed in some judged run; the reason when it is not)
+PREMISES: dict[str, tuple[Callable[[RunView], bool], Message]] = {
+    "ddp.in_sync": (_built_ddp, NO_DDP),
+    "ckpt.unwrapped": (_built_ddp, NO_DDP),
+    "elastic.equivalent": (resumed_from_snapshot, NO_SNAPSHOT_LOADED),
+}
+
+
+def _not_judged(check: CheckResult, reason: Message) -> CheckResult:
+    message_id, params = message_fields(reason)
     update = {
         "status": "skip",
-        "message": str(NOT_JUDGED_MESSAGE),
+        "message": str(reason),
         "message_id": message_id,
         "params": params,
         "hint": None,
+        "hint_of": None,
     }
-    return [
-        c.model_copy(update=update) if c.status == "pass" and c.id not in ALWAYS_JUDGED else c
-        for c in checks
-    ]
+    return check.model_copy(update=update)
+
+
+def not_judged_without_premise(
+    checks: list[CheckResult], views: Sequence[RunView]
+) -> list[CheckResult]:
+    """A pass whose premise no judged run showed becomes not judged, with the reason."""
+    out = []
+    for c in checks:
+        premise = PREMISES.get(c.id)
+        if c.status == "pass" and premise and not any(premise[0](view) for view in views):
+            c = _not_judged(c, premise[1])
+        out.append(c)
+    return out
+
+
+def tag_launch(emit: Callable[[GradeEvent], None], index: int) -> Callable[[GradeEvent], None]:
+    """`emit` for launch `index` (1-based): its output events carry `launch`."""
+
+    def tagged(event: GradeEvent) -> None:
+        if event.kind == "output":
+            event = event.model_copy(update={"data": {**event.data, "launch": index}})
+        emit(event)
+
+    return tagged
+
+
+def in_launch(message: str, nnodes: int, world_size: int) -> str:
+    """A failure seen in one launch of several, saying which (a message that already names its
+    launch, with a `nodes` parameter, is left as it is: no "As a 2-node job: As a 2-node job")."""
+    if nnodes > 1:
+        if "nodes" in getattr(message, "params", {}):
+            return message
+        return msg("combine.as_nodes", AS_NODES, nodes=nnodes, ranks=world_size, message=message)
+    if world_size == 1:
+        return msg("combine.with_one_rank", WITH_ONE_RANK, message=message)
+    return msg("combine.with_ranks", WITH_RANKS, ranks=world_size, message=message)

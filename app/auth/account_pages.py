@@ -1,5 +1,7 @@
-"""Account pages beyond signing in: change the password, delete the account, reset a forgotten
-password. Thin: the work is in lifecycle.py, as for the API."""
+"""Account pages beyond signing in: change the password, delete the account (then a page that
+says it is gone), sign out everywhere, reset a forgotten password. Thin: the work is in
+lifecycle.py, as for the API. Every form goes through `auth/_field.html`: an error about one
+field is said at that field."""
 
 from __future__ import annotations
 
@@ -40,6 +42,21 @@ def _error(request: Request, exc: AppError) -> str:
     return translate(resolve_locale(request), exc.message)
 
 
+def _failed(
+    request: Request, name: str, exc: AppError, fields: dict[str, str], **context: Any
+) -> Response:
+    """The form again with the error at the field it is about (`fields`: error code -> field)."""
+    error = _error(request, exc)
+    field = fields.get(exc.code)
+    return _render(request, name, exc.status_code, error=error, error_field=field, **context)
+
+
+def _signed_out(path: str) -> Response:
+    response = RedirectResponse(path, status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
 @router.get("/account/password")
 def password_page(request: Request, auth: OptionalAuth) -> Response:
     if auth is None:
@@ -64,7 +81,8 @@ def password_submit(
             session, auth.user, current=current_password, new=new_password, keep_device=auth.device
         )
     except AppError as exc:
-        return _render(request, "auth/password.html", exc.status_code, error=_error(request, exc))
+        fields = {"invalid_credentials": "current_password", "weak_password": "new_password"}
+        return _failed(request, "auth/password.html", exc, fields)
     return _render(request, "auth/password.html", error=None, done=True)
 
 
@@ -85,10 +103,26 @@ def delete_submit(
         limit_password_checks(request, auth.user)
         delete_with_queued_code(request, session, auth.user, password)
     except AppError as exc:
-        return _render(request, "auth/delete.html", exc.status_code, error=_error(request, exc))
-    response = RedirectResponse("/", status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path="/")
-    return response
+        return _failed(request, "auth/delete.html", exc, {"invalid_credentials": "password"})
+    return _signed_out("/account/deleted")
+
+
+@router.get("/account/deleted")
+def deleted_page(request: Request) -> Response:
+    return _render(request, "auth/goodbye.html", deleted=True)
+
+
+@router.post("/account/devices/revoke-all")
+def sign_out_everywhere(auth: OptionalAuth, session: SessionDep, _csrf: Csrf) -> Response:
+    if auth is None:
+        return RedirectResponse("/login?next=/account/devices", status_code=303)
+    lifecycle.sign_out_everywhere(session, auth.user)
+    return _signed_out("/account/signed-out")
+
+
+@router.get("/account/signed-out")
+def signed_out_page(request: Request) -> Response:
+    return _render(request, "auth/goodbye.html", deleted=False)
 
 
 @router.get("/forgot-password")
@@ -128,6 +162,6 @@ def reset_submit(
     try:
         lifecycle.reset_password(session, token=token, new=new_password)
     except AppError as exc:
-        error = _error(request, exc)
-        return _render(request, "auth/reset.html", exc.status_code, token=token, error=error)
+        fields = {"weak_password": "new_password"}
+        return _failed(request, "auth/reset.html", exc, fields, token=token)
     return _render(request, "auth/reset.html", token="", error=None, done=True)

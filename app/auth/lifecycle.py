@@ -62,6 +62,16 @@ def delete_account(session: Session, user: User, *, password: str) -> None:
     session.expunge(user)
 
 
+def sign_out_everywhere(session: Session, user: User) -> None:
+    """Every device of the learner signed out, the one asking included."""
+    session.execute(
+        update(DeviceToken)
+        .where(DeviceToken.user_id == user.id, DeviceToken.revoked_at.is_(None))
+        .values(revoked_at=datetime.now(UTC))
+    )
+    session.flush()
+
+
 def request_reset(session: Session, email: str) -> ResetRequest | None:
     """A reset token for the account with this address; None when there is none (the caller
     answers the same either way)."""

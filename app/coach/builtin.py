@@ -1,31 +1,40 @@
-"""The built-in coach: no model, no network. Explains a run's failed checks from their evidence
-and answers free questions with the lesson steps the index ranks best, in the learner's language.
+"""The built-in coach: no model, no network. It answers the question that was asked, in the
+learner's language:
 
-Escalation over the learner's failed attempts on the exercise: the first failure gets a nudge (a
-question that points at what to look at), the second a pointer (which call or idea is wrong), the
-third and later a worked fix of the learner's own line. Never the whole solution file.
+- why a submission failed: the check the learner clicked (else the first failed one) explained
+  from its evidence at its level (app/coach/levels.py), the other failed checks a line each;
+- what a line or a message of their run means: that line of their program, the checks pointing
+  at it and the rank's stack in their own frames;
+- a concept: the lesson's own explanation, and with a run attached one sentence tying it to it;
+- "give me the answer": a plain no, and the next level on the check instead;
+- anything the course does not cover: an honest "not covered" (and, for a distributed-training
+  topic the course only names, the nearest step), never unrelated excerpts.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from app.coach.evidence import FailedCheck, RunEvidence
 from app.coach.index import StepHit, StepIndex, url_of
+from app.coach.intent import Intent
+from app.coach.levels import Level
 from app.coach.schemas import Source
+from app.coach.topics import untaught_topic
 from app.errors import N_
-from app.i18n import translate
+from app.i18n import get_translations, translate
 
-Level = Literal["nudge", "pointer", "fix"]
-MAX_EXPLAINED_CHECKS = 3
-FIX_AFTER_ATTEMPTS = 3
+EXPLANATION_CHARS = 500  # the lesson's explanation: whole paragraphs up to about this much
+WHOLE = 0.999  # a share of the question's weight that is all of it
 
 
 @dataclass
 class Answer:
     markdown: str
     sources: list[Source] = field(default_factory=list)
+    covered: bool = True  # False: the course does not cover what was asked
 
     def cite(self, hit: StepHit) -> None:
         if all(
@@ -44,10 +53,8 @@ def source_of(hit: StepHit) -> Source:
     )
 
 
-def level_for(failed_attempts: int) -> Level:
-    if failed_attempts >= FIX_AFTER_ATTEMPTS:
-        return "fix"
-    return "pointer" if failed_attempts == 2 else "nudge"
+def link_to(hit: StepHit) -> str:
+    return f"[{hit.title}]({url_of(hit.lesson_id, hit.position, hit.step_id)})"
 
 
 class BuiltinCoach:
@@ -58,8 +65,10 @@ class BuiltinCoach:
     def t(self, message: str, **params: Any) -> str:
         return translate(self.locale, message).format(**params)
 
-    # ---- a graded run ---------------------------------------------------------------------
-    def explain_run(self, run: RunEvidence, question: str) -> Answer:
+    # ---- with a graded run ----------------------------------------------------------------
+    def about_run(
+        self, run: RunEvidence, intent: Intent, question: str, focus: str | None
+    ) -> Answer:
         if run.status == "error":
             return Answer(
                 self.t(
@@ -70,76 +79,92 @@ class BuiltinCoach:
                     )
                 )
             )
-        if not run.failed:
+        first = next(
+            (c for c in run.failed if c.id == focus), run.failed[0] if run.failed else None
+        )
+        if intent.kind == "give_answer":
+            return self._refuse(first, run)
+        if intent.kind == "run_line" and first is not None:
+            return self._explain_line(run, intent, first)
+        if intent.kind in ("concept", "other"):
+            answer = self.about_topic(question, run.lesson_id)
+            self._tie(answer, run, first)
+            return answer
+        if first is None:
             answer = Answer(
                 self.t(N_("Every check of this submission passed: there is no failure to explain."))
             )
-            self._add_related(answer, question, run.lesson_id, heading=True)
+            self._list_related(answer, question, run.lesson_id)
             return answer
-        level = level_for(run.failed_attempts)
-        parts = [self._intro(run, level)]
+        return self._failure_report(run, first)
+
+    def _failure_report(self, run: RunEvidence, first: FailedCheck) -> Answer:
         answer = Answer("")
-        for number, check in enumerate(run.failed[:MAX_EXPLAINED_CHECKS], start=1):
-            parts.append(self._explain_check(number, check, level, run.lesson_id, answer))
-        hidden = len(run.failed) - MAX_EXPLAINED_CHECKS
-        if hidden > 0:
-            parts.append(
-                self.t(
-                    N_(
-                        "{count} more checks failed; fix these first, as they often cause the rest."
-                    ),
-                    count=hidden,
-                )
-            )
+        parts = [self._intro(run, first), self._explain_check(first, run.lesson_id, answer)]
+        others = [check for check in run.failed if check is not first]
+        if others:
+            heading = self.t(N_("The other failed checks:"))
+            listed = "\n".join(f"- {self._one_line(check)}" for check in others)
+            parts.append(f"**{heading}**\n\n{listed}")
         answer.markdown = "\n\n".join(parts)
         return answer
 
-    def _intro(self, run: RunEvidence, level: Level) -> str:
+    def _intro(self, run: RunEvidence, first: FailedCheck) -> str:
+        ngettext = get_translations(self.locale).ngettext
         where = (
-            self.t(
-                N_("Your run on {size} ranks failed {count} of its checks."),
-                size=run.world_size,
-                count=len(run.failed),
-            )
+            ngettext(
+                "Your run on {size} rank failed {count} of its checks.",
+                "Your run on {size} ranks failed {count} of its checks.",
+                run.world_size,
+            ).format(size=run.world_size, count=len(run.failed))
             if run.world_size
             else self.t(N_("Your run failed {count} of its checks."), count=len(run.failed))
         )
-        first = self.t(N_("Fix the first one first: the others often follow from it."))
-        if level == "nudge":
-            how = self.t(N_("This is your first failed try, so here is a nudge for each."))
-        elif level == "pointer":
-            how = self.t(
-                N_("This is your second failed try, so here is a pointer to what is wrong.")
-            )
-        else:
-            how = self.t(
-                N_("You have tried {attempts} times, so here is what to change on your own line."),
-                attempts=run.failed_attempts,
-            )
-        return f"{where} {first} {how}"
+        start = (
+            self.t(N_("Start with this one: the others often follow from it."))
+            if first is run.failed[0]
+            else self.t(N_("Here is the one you asked about."))
+        )
+        return f"{where} {start} {self._level_phrase(first.level)}"
 
-    def _explain_check(
-        self, number: int, check: FailedCheck, level: Level, lesson_id: str, answer: Answer
-    ) -> str:
-        lines = [f"### {number}. {check.title}"]
+    def _level_phrase(self, level: Level) -> str:
+        if level == "nudge":
+            return self.t(N_("First a nudge: a question that points at what to look at."))
+        if level == "pointer":
+            return self.t(N_("You are still stuck here, so here is a pointer to what is wrong."))
+        return self.t(N_("You are still stuck here, so here is what to change on your own line."))
+
+    def _explain_check(self, check: FailedCheck, lesson_id: str, answer: Answer) -> str:
+        lines = [f"### {check.title}"]
         happened = self.t(N_("What happened"))
         lines.append(f"**{happened}** ({self._where(check)}): {check.message}")
-        if check.code_line and level != "fix":
+        if check.code_line and check.level != "fix":
             lines.append(f"```python\n{check.code_line.strip()}\n```")
         if check.stack:
             stuck = self.t(N_("Where the rank was"))
             lines.append(f"**{stuck}:**\n\n```text\n{check.stack}\n```")
-        if check.hint:
+        why_text = self._why(check)
+        if why_text:
             why = self.t(N_("Why it is wrong"))
-            lines.append(f"**{why}:** {check.hint}")
+            lines.append(f"**{why}:** {why_text}")
         first = self.t(N_("What to change first"))
-        lines.append(f"**{first}:** {self._advice(check, level)}")
+        lines.append(f"**{first}:** {self._advice(check)}")
         step = self._step_for(check, lesson_id)
         if step is not None:
             answer.cite(step)
-            link = f"[{step.title}]({url_of(step.lesson_id, step.position, step.step_id)})"
-            lines.append(self.t(N_("The lesson explains it in the step {link}."), link=link))
+            lines.append(
+                self.t(N_("The lesson explains it in the step {link}."), link=link_to(step))
+            )
         return "\n\n".join(lines)
+
+    @staticmethod
+    def _why(check: FailedCheck) -> str | None:
+        """What the run showed, else the check's hint; a nudge shows no hint (hints name the
+        calls and may hold code: that is for the pointer and the fix)."""
+        return check.case_text or (check.hint if check.level != "nudge" else None)
+
+    def _one_line(self, check: FailedCheck) -> str:
+        return f"**{check.title}** ({self._where(check)}): {check.message}"
 
     def _where(self, check: FailedCheck) -> str:
         if check.rank is not None and check.line is not None:
@@ -150,9 +175,9 @@ class BuiltinCoach:
             return self.t(N_("line {line}"), line=check.line)
         return self.t(N_("every rank"))
 
-    def _advice(self, check: FailedCheck, level: Level) -> str:
+    def _advice(self, check: FailedCheck) -> str:
         levels = check.levels
-        if level == "nudge":
+        if check.level == "nudge":
             if levels is not None:
                 return levels.nudge.get(self.locale) or levels.nudge.en
             return self.t(
@@ -161,7 +186,7 @@ class BuiltinCoach:
                     "what does it do differently?"
                 )
             )
-        if level == "pointer":
+        if check.level == "pointer":
             if levels is not None:
                 return levels.pointer.get(self.locale) or levels.pointer.en
             return self.t(
@@ -183,46 +208,193 @@ class BuiltinCoach:
                 if hit.step_id == check.levels.step:
                     return hit
         hits = self.index.search(
-            f"{check.title} {check.hint or ''}", self.locale, lesson_id=lesson_id, limit=1
+            f"{check.title} {check.hint or ''}",
+            self.locale,
+            lesson_id=lesson_id,
+            limit=1,
+            relevant_only=False,
         )
         return hits[0] if hits else None
 
-    # ---- a free question ------------------------------------------------------------------
-    def answer_question(self, question: str, lesson_id: str) -> Answer:
-        answer = Answer("")
-        if not self._add_related(answer, question, lesson_id, heading=False):
-            answer.markdown = self.t(
+    def _refuse(self, first: FailedCheck | None, run: RunEvidence | None) -> Answer:
+        no = self.t(
+            N_(
+                "The coach will not write the solution for you: working it out is how it "
+                "sticks, and the grader checks what your own program does."
+            )
+        )
+        if first is None or run is None:
+            more = self.t(
                 N_(
-                    "I found nothing in the lessons about that. Try other words, for example "
-                    "the name of the function or of the error you see."
+                    "Submit your program and ask about its result: the coach then takes you "
+                    "there one step at a time, from a nudge to the fix of your own line."
                 )
+            )
+            return Answer(f"{no} {more}")
+        answer = Answer("")
+        instead = self.t(N_("Here is the next step on the check you are stuck on instead."))
+        answer.markdown = f"{no} {instead}\n\n" + self._explain_check(first, run.lesson_id, answer)
+        return answer
+
+    def _explain_line(self, run: RunEvidence, intent: Intent, first: FailedCheck) -> Answer:
+        line = intent.line if intent.line is not None else first.line
+        at_line = [
+            check
+            for check in run.failed
+            if line is not None
+            and check.line == line
+            and (intent.rank is None or check.rank in (None, intent.rank))
+        ]
+        code_lines = run.code.splitlines()
+        parts = []
+        if line is not None and 1 <= line <= len(code_lines):
+            parts.append(self.t(N_("Line {line} of your program:"), line=line))
+            parts.append(f"```python\n{code_lines[line - 1].strip()}\n```")
+        if at_line:
+            parts.append(self.t(N_("What the grader saw there:")))
+            parts.append("\n".join(f"- {self._one_line(check)}" for check in at_line))
+            why_text = next((text for check in at_line if (text := self._why(check))), None)
+            if why_text:
+                why = self.t(N_("Why it is wrong"))
+                parts.append(f"**{why}:** {why_text}")
+        else:
+            parts.append(
+                self.t(N_("No failed check points at that line. The failed checks point at:"))
+            )
+            parts.append("\n".join(f"- {self._one_line(check)}" for check in run.failed))
+        stack = next((check.stack for check in at_line or [first] if check.stack), None)
+        if stack:
+            stuck = self.t(N_("Where the rank was"))
+            parts.append(f"**{stuck}:**\n\n```text\n{stack}\n```")
+        answer = Answer("\n\n".join(parts))
+        step = self._step_for(at_line[0] if at_line else first, run.lesson_id)
+        if step is not None:
+            answer.cite(step)
+            answer.markdown += "\n\n" + self.t(
+                N_("The lesson explains it in the step {link}."), link=link_to(step)
             )
         return answer
 
-    def _add_related(self, answer: Answer, question: str, lesson_id: str, *, heading: bool) -> bool:
-        hits = self.index.search(question, self.locale, lesson_id=lesson_id, limit=3)
-        if len(hits) < 2:  # too little in this lesson: look in the whole course
-            seen = {(hit.lesson_id, hit.step_id) for hit in hits}
-            more = self.index.search(question, self.locale, limit=3)
-            hits += [hit for hit in more if (hit.lesson_id, hit.step_id) not in seen][
-                : 3 - len(hits)
-            ]
+    def _tie(self, answer: Answer, run: RunEvidence, first: FailedCheck | None) -> None:
+        """One sentence tying a concept to the learner's run."""
+        if not answer.covered:
+            return
+        if first is None:
+            tie = self.t(N_("In your run every check passed, so your program already does this."))
+        else:
+            cited = {source.step_id for source in answer.sources}
+            related = next(
+                (
+                    check
+                    for check in run.failed
+                    if check.levels is not None and check.levels.step in cited
+                ),
+                first,
+            )
+            tie = self.t(
+                N_(
+                    "In your run: the check “{title}” failed ({where}). Ask “Why did this fail?” "
+                    "to go through it."
+                ),
+                title=related.title,
+                where=self._where(related),
+            )
+        answer.markdown = f"{answer.markdown}\n\n{tie}"
+
+    # ---- without a run ----------------------------------------------------------------------
+    def answer_question(self, intent: Intent, question: str, lesson_id: str) -> Answer:
+        if intent.kind == "give_answer":
+            return self._refuse(None, None)
+        return self.about_topic(question, lesson_id)
+
+    def about_topic(self, question: str, lesson_id: str) -> Answer:
+        """The lesson's own explanation of what was asked, or an honest "not covered"."""
+        topic = untaught_topic(question)
+        hits = self._hits(question, lesson_id)
+        if topic is not None:
+            nearest = next(
+                (
+                    hit
+                    for hit in self.index.steps_of(topic.lesson_id, self.locale)
+                    if hit.step_id == topic.step_id
+                ),
+                None,
+            )
+            text = self.t(N_("This course does not teach {topic}."), topic=topic.name)
+            answer = Answer(text, covered=False)
+            if nearest is not None:
+                answer.cite(nearest)
+                answer.markdown += " " + self.t(
+                    N_("The nearest it comes is the step {link}."), link=link_to(nearest)
+                )
+            return answer
         if not hits:
-            return False
-        title = (
-            N_("These steps of the lessons are about your question:")
-            if heading
-            else N_("These steps of the lessons answer that best:")
-        )
-        parts = [answer.markdown, self.t(title)] if answer.markdown else [self.t(title)]
+            return Answer(
+                self.t(
+                    N_(
+                        "This course does not cover that: it teaches distributed training with "
+                        "PyTorch (DDP, torchrun, collectives, sharded state). Ask about one of "
+                        "those, or about your own run."
+                    )
+                ),
+                covered=False,
+            )
+        best = hits[0]
+        answer = Answer("")
+        answer.cite(best)
+        said = self.t(N_("The step {link} explains it:"), link=link_to(best))
+        explained = _first_paragraphs(self.index.text_of(best.lesson_id, best.step_id, self.locale))
+        answer.markdown = f"{said}\n\n{_blockquote(explained)}"
+        if len(hits) > 1:
+            also = self.t(N_("More about it:"))
+            for hit in hits[1:]:
+                answer.cite(hit)
+            answer.markdown += f"\n\n{also} " + ", ".join(link_to(hit) for hit in hits[1:])
+        return answer
+
+    def _hits(self, question: str, lesson_id: str) -> list[StepHit]:
+        """This lesson's best steps; the whole course's when the lesson's are weak: fewer than
+        two, or another lesson's best step holds more of the question (or as much, and all of
+        it in its title)."""
+        hits = self.index.search(question, self.locale, lesson_id=lesson_id, limit=3)
+        course = self.index.search(question, self.locale, limit=3)
+        if course and (not hits or self._better(question, course[0], hits[0])):
+            hits.insert(0, course[0])
+        if len(hits) < 2:
+            hits += course
+        unique = {(hit.lesson_id, hit.step_id): hit for hit in reversed(hits)}
+        ordered = sorted(unique.values(), key=hits.index)
+        return ordered[:3]
+
+    def _better(self, question: str, other: StepHit, best: StepHit) -> bool:
+        other_step, other_title = self.index.coverage(question, other, self.locale)
+        best_step, best_title = self.index.coverage(question, best, self.locale)
+        whole_title = other_title >= WHOLE and best_title < WHOLE
+        return other_step > best_step or (other_step == best_step and whole_title)
+
+    def _list_related(self, answer: Answer, question: str, lesson_id: str) -> None:
+        hits = self._hits(question, lesson_id)
+        if not hits:
+            return
+        heading = self.t(N_("These steps of the lessons are about your question:"))
         for hit in hits:
             answer.cite(hit)
-            url = url_of(hit.lesson_id, hit.position, hit.step_id)
-            parts.append(f"- **[{hit.title}]({url})**: {_quote(hit.excerpt)}")
-        answer.markdown = "\n\n".join(parts)
-        return True
+        listed = "\n".join(f"- {link_to(hit)}" for hit in hits)
+        answer.markdown = f"{answer.markdown}\n\n{heading}\n\n{listed}"
 
 
-def _quote(excerpt: str) -> str:
-    """An excerpt as plain text inside Markdown (its own symbols must not format anything)."""
-    return "“" + excerpt.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]") + "”"
+_PARAGRAPHS = re.compile(r"\n\s*\n")
+
+
+def _first_paragraphs(markdown: str) -> str:
+    """Whole paragraphs from the start, up to about EXPLANATION_CHARS (at least one)."""
+    kept: list[str] = []
+    for paragraph in _PARAGRAPHS.split(markdown.strip()):
+        if kept and sum(len(text) for text in kept) + len(paragraph) > EXPLANATION_CHARS:
+            break
+        kept.append(paragraph.strip())
+    return "\n\n".join(kept)
+
+
+def _blockquote(markdown: str) -> str:
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in markdown.splitlines())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.coach.cases import case_of, explanation, learner_frames, localize_fragments
+from app.coach.levels import Level
 from app.content.schemas import Exercise, HintLevels
 from grader.contract import Result, localize
 from grader.i18n import localize_check, render
-
-STACK_TAIL_LINES = 6
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,11 @@ class FailedCheck:
     rank: int | None
     line: int | None
     code_line: str | None  # the learner's own line the check points at
-    stack: str | None  # the tail of that rank's stack when it hung or crashed
+    stack: str | None  # that rank's stack in the learner's own frames, when it hung or crashed
     levels: HintLevels | None
+    level: Level = "nudge"  # how far the coach goes on this check (app/coach/levels.py)
+    case: str | None = None  # which failure of the check the run showed (app/coach/cases.py)
+    case_text: str | None = None  # that case explained, in the learner's language
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,10 @@ def line_of_code(code: str, line: int | None) -> str | None:
     return None
 
 
-def _stack_tail(result: Result, rank: int | None) -> str | None:
+def _learner_stack(result: Result, rank: int | None) -> str | None:
     for rank_result in result.ranks:
         if rank_result.stack and (rank is None or rank_result.rank == rank):
-            return "\n".join(rank_result.stack.strip().splitlines()[-STACK_TAIL_LINES:])
+            return learner_frames(rank_result.stack)
     return None
 
 
@@ -69,24 +72,30 @@ def gather(
     result: Result,
     failed_attempts: int,
     locale: str,
+    levels: dict[str, Level] | None = None,
 ) -> RunEvidence:
     failed = []
     for check in result.checks:
         if check.status != "fail":
             continue
         lesson_hint = localize(exercise.grading.hints.get(check.id), locale)
-        shown = localize_check(check.model_dump(mode="json"), locale)
+        raw = check.model_dump(mode="json")
+        shown = localize_check(raw, locale)
+        case = case_of(raw)
         failed.append(
             FailedCheck(
                 id=check.id,
                 title=shown["title"] or check.id,
-                message=shown["message"],
+                message=localize_fragments(shown["message"], locale),
                 hint=lesson_hint or shown.get("hint"),
                 rank=check.rank,
                 line=check.line,
                 code_line=line_of_code(code, check.line),
-                stack=_stack_tail(result, check.rank),
+                stack=_learner_stack(result, check.rank),
                 levels=exercise.hint_levels.get(check.id),
+                level=(levels or {}).get(check.id, "nudge"),
+                case=case,
+                case_text=explanation(check.id, case, locale),
             )
         )
     return RunEvidence(

@@ -5,50 +5,114 @@
 ...}}]}` chunks until `data: [DONE]`). Anything else (a refused connection, a status other than 200,
 a body that is not that shape, an empty answer, the time limit passed) raises `ProviderFailed`,
 and the service answers with the built-in coach instead.
+
+The time limit is one wall-clock deadline for the whole call (connecting, waiting, every byte of
+the body), not a limit per read: the request runs on its own event loop in a worker thread, under
+`asyncio.timeout`, and the caller waits on a queue no longer than the deadline. A server that
+sends its body one byte every few seconds is cut at the deadline all the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 
 class ProviderFailed(Exception):
     """The model could not give a usable answer; the built-in coach answers instead."""
 
 
+# What the worker thread hands the caller: a piece of text, the end, or a failure.
+_END = object()
+
+
 @dataclass(frozen=True)
 class ChatProvider:
     base_url: str
     model: str
-    api_key: str | None
+    api_key: SecretStr | None
     timeout_s: float
 
     def _request(self, messages: list[dict[str, str]], stream: bool) -> dict[str, Any]:
         return {"model": self.model, "messages": messages, "stream": stream, "temperature": 0.2}
 
-    def _client(self) -> httpx.Client:
+    def _client(self) -> httpx.AsyncClient:
         headers = {"Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return httpx.Client(
+        if self.api_key is not None and self.api_key.get_secret_value():
+            headers["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
+        return httpx.AsyncClient(
             base_url=self.base_url.rstrip("/"),
             headers=headers,
+            # Each read is bounded by the deadline too; asyncio.timeout bounds the sum.
             timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, 5.0)),
         )
 
     def complete(self, messages: list[dict[str, str]]) -> str:
-        """The whole answer at once."""
+        """The whole answer at once, within the deadline."""
+        return "".join(self._run(self._complete(messages)))
+
+    def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
+        """The answer in pieces as the model writes them; the whole within the deadline."""
+        produced = False
+        for piece in self._run(self._stream(messages)):
+            produced = True
+            yield piece
+        if not produced:
+            raise ProviderFailed("the model gave an empty answer")
+
+    def _run(self, pieces: AsyncIterator[str]) -> Iterator[str]:
+        """Drive `pieces` on an event loop of its own in a worker thread, yielding what it makes;
+        ProviderFailed once the deadline passes, wherever the request is."""
+        deadline = time.monotonic() + self.timeout_s
+        out: queue.Queue[object] = queue.Queue()
+        stop = threading.Event()
+
+        async def produce() -> None:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    async for piece in pieces:
+                        if stop.is_set():
+                            return
+                        out.put(piece)
+                out.put(_END)
+            except TimeoutError:
+                out.put(ProviderFailed("the model took longer than the time limit"))
+            except ProviderFailed as exc:
+                out.put(exc)
+            except httpx.HTTPError as exc:
+                out.put(ProviderFailed(f"the model server failed: {exc!r}"))
+            except Exception as exc:  # a bug in a client library: the built-in coach answers
+                out.put(ProviderFailed(f"the model call broke: {exc!r}"))
+
+        worker = threading.Thread(target=asyncio.run, args=(produce(),), daemon=True)
+        worker.start()
         try:
-            with self._client() as client:
-                response = client.post("/chat/completions", json=self._request(messages, False))
-        except httpx.HTTPError as exc:
-            raise ProviderFailed(f"the model server could not be reached: {exc!r}") from exc
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    item = out.get(timeout=max(left, 0.0) + 0.5)  # the worker's own timeout first
+                except queue.Empty:
+                    raise ProviderFailed("the model took longer than the time limit") from None
+                if item is _END:
+                    return
+                if isinstance(item, ProviderFailed):
+                    raise item
+                yield str(item)
+        finally:
+            stop.set()
+
+    async def _complete(self, messages: list[dict[str, str]]) -> AsyncIterator[str]:
+        async with self._client() as client:
+            response = await client.post("/chat/completions", json=self._request(messages, False))
         if response.status_code != 200:
             raise ProviderFailed(f"the model server answered {response.status_code}")
         try:
@@ -57,40 +121,27 @@ class ChatProvider:
             raise ProviderFailed("the model server's answer is not a chat completion") from exc
         if not isinstance(content, str) or not content.strip():
             raise ProviderFailed("the model gave an empty answer")
-        return content
+        yield content
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
-        """The answer in pieces as the model writes them; the whole within the time limit."""
-        deadline = time.monotonic() + self.timeout_s
-        produced = finished = False
-        try:
-            with (
-                self._client() as client,
-                client.stream(
-                    "POST",
-                    "/chat/completions",
-                    json=self._request(messages, True),
-                    headers={"Accept": "text/event-stream"},
-                ) as response,
-            ):
-                if response.status_code != 200:
-                    raise ProviderFailed(f"the model server answered {response.status_code}")
-                for line in response.iter_lines():
-                    if time.monotonic() > deadline:
-                        raise ProviderFailed("the model took longer than the time limit")
-                    piece = _delta(line)
-                    if piece is _DONE:
-                        finished = True
-                        break
-                    if piece:
-                        produced = True
-                        yield str(piece)
-        except httpx.HTTPError as exc:
-            raise ProviderFailed(f"the model server failed mid-answer: {exc!r}") from exc
-        if not finished:
-            raise ProviderFailed("the model's stream ended before its answer was complete")
-        if not produced:
-            raise ProviderFailed("the model gave an empty answer")
+    async def _stream(self, messages: list[dict[str, str]]) -> AsyncIterator[str]:
+        async with (
+            self._client() as client,
+            client.stream(
+                "POST",
+                "/chat/completions",
+                json=self._request(messages, True),
+                headers={"Accept": "text/event-stream"},
+            ) as response,
+        ):
+            if response.status_code != 200:
+                raise ProviderFailed(f"the model server answered {response.status_code}")
+            async for line in response.aiter_lines():
+                piece = _delta(line)
+                if piece is _DONE:
+                    return
+                if piece:
+                    yield str(piece)
+        raise ProviderFailed("the model's stream ended before its answer was complete")
 
 
 _DONE = object()

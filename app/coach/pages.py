@@ -9,21 +9,18 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 
 from app.auth.deps import OptionalLearner
-from app.auth.models import INSTRUCTOR
 from app.coach import struggles
 from app.content import service as content
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
-from app.errors import N_
-from app.i18n import LocaleDep, translate
+from app.i18n import LocaleDep
 
 router = APIRouter(include_in_schema=False)
 
 PAGE = "/instructor/coach"
-NOT_FOUND = N_("Nothing exists at this address. Check the path against /openapi.json.")
 DAY_CHOICES = (7, 30, 90, 365)  # the page's periods; another `days` takes the nearest
 
 
@@ -36,21 +33,11 @@ def struggles_page(
     lesson_id: Annotated[str | None, Query(max_length=64, pattern=SLUG_PATTERN)] = None,
     days: Annotated[int, Query(ge=1, le=365)] = 30,
 ) -> Response:
-    if learner is None:
-        return RedirectResponse(f"/login?next={PAGE}", status_code=303)
-    from app.web.templating import render  # the web layer owns templating
+    from app.web.templating import refuse_unless_instructor, render  # the web layer's
 
-    if learner.role != INSTRUCTOR:
-        # The site's 404 page, rendered here: raising would end the request's database session
-        # before the error page's header reads the signed-in learner.
-        return render(
-            request,
-            "web/error.html",
-            status_code=404,
-            locale=locale,
-            message=translate(locale, NOT_FOUND),
-        )
-
+    refused = refuse_unless_instructor(request, learner, locale, PAGE)
+    if refused is not None:
+        return refused
     days = min(DAY_CHOICES, key=lambda choice: abs(choice - days))
 
     report = struggles.report(

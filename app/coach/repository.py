@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
@@ -53,14 +54,41 @@ def asked_in_course(
     return session.scalars(query.order_by(CoachExchange.created_at.desc())).all()
 
 
+def _graded_results(session: Session, submission: Submission) -> list[dict[str, Any] | None]:
+    """The Results of the learner's graded submissions of this exercise, up to this one."""
+    return list(
+        session.scalars(
+            select(Submission.result).where(
+                Submission.user_id == submission.user_id,
+                Submission.exercise == submission.exercise,
+                Submission.status == DONE,
+                Submission.created_at <= submission.created_at,
+            )
+        ).all()
+    )
+
+
 def failed_attempts(session: Session, *, submission: Submission) -> int:
     """How many graded, failed submissions of this exercise the learner made up to this one."""
-    rows = session.scalars(
-        select(Submission.result).where(
-            Submission.user_id == submission.user_id,
-            Submission.exercise == submission.exercise,
-            Submission.status == DONE,
-            Submission.created_at <= submission.created_at,
-        )
-    ).all()
+    rows = _graded_results(session, submission)
     return sum(1 for result in rows if (result or {}).get("status") == "fail")
+
+
+def failures_per_check(session: Session, *, submission: Submission) -> dict[str, int]:
+    """For each check: in how many of the learner's graded submissions of this exercise, up to
+    this one, it failed (escalation is per check, not per exercise)."""
+    counts: dict[str, int] = {}
+    for result in _graded_results(session, submission):
+        for check in (result or {}).get("checks") or []:
+            if check.get("status") == "fail":
+                counts[str(check["id"])] = counts.get(str(check["id"]), 0) + 1
+    return counts
+
+
+def asked_about(session: Session, *, submission_id: uuid.UUID) -> list[str | None]:
+    """The check each earlier question about this submission was about (None: none clicked)."""
+    return list(
+        session.scalars(
+            select(CoachExchange.check_id).where(CoachExchange.submission_id == submission_id)
+        )
+    )

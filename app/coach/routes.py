@@ -8,12 +8,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.admission import inside_slot, outside_slot
 from app.auth.deps import CurrentInstructor, CurrentLearner
-from app.coach import service, struggles
+from app.coach import replies, service, struggles
 from app.coach.asking import ASKING, Ticket
 from app.coach.llm import ChatProvider
 from app.coach.schemas import (
@@ -26,13 +26,43 @@ from app.coach.schemas import (
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import error_responses
-from app.i18n import LocaleDep
-from app.submissions.backends import SessionFactory
-from app.submissions.routes import SessionFactoryDep
+from app.i18n import SUPPORTED_LOCALES, resolve_locale
+from app.submissions.routes import SessionFactory
 
 api_router = APIRouter(tags=["coach"])
 
 EVENT_STREAM = "text/event-stream"
+
+
+def coach_locale(
+    request: Request,
+    locale: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="The page's language ("
+            + ", ".join(SUPPORTED_LOCALES)
+            + "): after the language chooser's cookie `rdv_locale`, before `Accept-Language`. "
+            "The coach answers a question written in another of these languages in that "
+            "language, and says so.",
+            examples=["tr"],
+        ),
+    ] = None,
+) -> str:
+    """The request's locale, with `?locale=` documented on the coach's operations."""
+    return resolve_locale(request)
+
+
+LocaleDep = Annotated[str, Depends(coach_locale)]
+
+
+def coach_sessions(request: Request) -> SessionFactory:
+    """Short transactions of their own, after the request's has ended (the app's unit of work)."""
+    factory: SessionFactory = request.app.state.unit_of_work
+    return factory
+
+
+SessionFactoryDep = Annotated[SessionFactory, Depends(coach_sessions)]
 
 
 @api_router.post(
@@ -66,9 +96,13 @@ def ask_coach(
 ) -> Any:
     """Ask the coach about a lesson, an exercise or one of your own submissions.
 
-    With `submission_id` the coach explains each failed check from what the ranks did, and
-    escalates over your failed tries (a nudge, then a pointer, then a fix of your own line).
-    Without it, it answers from the lesson steps that match the question best.
+    It answers the question asked: why a submission failed (the `check_id` asked about first,
+    the other failed checks a line each), what a line of your run means, a concept (the lesson's
+    explanation, tied to your run when one is attached), or that the course does not cover it;
+    it never writes the solution. Hints escalate per check (a nudge, then a pointer, then a fix
+    of your own line) with each failed submission and each time you ask again about that check.
+    The answer is in the language of the question when it is en, tr or pt-BR (else the page's,
+    `?locale=`), named by `Content-Language`.
     """
     settings = request.app.state.settings
     # Counted as asked until answered (the hourly limit is atomic); the stream closes its own.
@@ -83,17 +117,21 @@ def ask_coach(
             in_flight=ticket.earlier if ticket else 0,
         )
         provider = service.provider_from(settings)
-        headers = {"Content-Language": locale, "Cache-Control": "no-store"}
+        # Nothing of the request's transaction or connection is held while the model answers:
+        # on SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer
+        # would stall every other learner's writes. What the answer needs is in `prepared`
+        # (plain data); it is stored afterwards in a short transaction of its own.
+        session.commit()  # ends the transaction: the connection goes back to the pool
+        headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
         if accept and EVENT_STREAM in accept:
             headers["X-Accel-Buffering"] = "no"
             stream = _events(request, sessions, learner.id, prepared, provider, ticket)
             ticket = None
             return StreamingResponse(stream, media_type=EVENT_STREAM, headers=headers)
-        session.commit()  # the model is asked with no transaction open and no row locked
         with outside_slot(request):  # nor an admission slot held: others use it meanwhile
-            reply = service.answer(prepared, provider)
-        service.record(session, user_id=learner.id, prepared=prepared, reply=reply)
-        session.commit()  # stored before the ticket closes: never counted neither way
+            reply = replies.answer(prepared, provider)
+        with sessions() as own:  # stored (committed) before the ticket closes
+            service.record(own, user_id=learner.id, prepared=prepared, reply=reply)
         return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
     finally:
         if ticket is not None:
@@ -109,7 +147,7 @@ def _events(
     ticket: Ticket | None,
 ) -> Iterator[str]:
     try:
-        for kind, payload in service.stream(prepared, provider):
+        for kind, payload in replies.stream(prepared, provider):
             if kind == "done":  # the response started: its slot went back; take one
                 with inside_slot(request), sessions() as own:
                     service.record(own, user_id=user_id, prepared=prepared, reply=payload)

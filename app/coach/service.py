@@ -1,73 +1,62 @@
-"""The coach's logic: check the request, gather the run's evidence and the lesson steps, answer
-with the model when one is configured (falling back to the built-in coach on any failure), and
-keep every question and answer in the learner's history. No FastAPI imports.
+"""The coach's logic: check the request, understand the question (its kind and its language),
+gather the run's evidence and the lesson steps, and keep every question and answer in the
+learner's history. The answer itself comes from app/coach/replies.py. No FastAPI imports.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.coach import repository
-from app.coach.builtin import N_, Answer, BuiltinCoach, source_of
+from app.coach.builtin import N_, Answer, BuiltinCoach
 from app.coach.evidence import RunEvidence, gather
-from app.coach.guard import leaked_lines, telling_solution_lines
-from app.coach.index import StepHit, get_index
-from app.coach.llm import ChatProvider, ProviderFailed
+from app.coach.guard import SolutionGuard
+from app.coach.index import StepHit, StepIndex, get_index
+from app.coach.intent import Intent, classify
+from app.coach.language import detect
+from app.coach.levels import Level, asks_about, level_for
+from app.coach.llm import ChatProvider
 from app.coach.models import CoachExchange
-from app.coach.prompt import build_messages
-from app.coach.schemas import CoachAnswer, CoachQuestion, Provider, Source
+from app.coach.schemas import CoachQuestion
 from app.config import Settings
 from app.content import service as content
-from app.content.markdown import render_markdown
 from app.errors import AppError
-from app.i18n import translate
+from app.i18n import SUPPORTED_LOCALES, translate
 from app.submissions import repository as submissions
 from app.submissions.models import Submission
 from grader.contract import Result
-
-log = logging.getLogger(__name__)
 
 RATE_WINDOW = timedelta(hours=1)
 MAX_RETRIEVED_STEPS = 4
 
 
-@dataclass(frozen=True)
-class Reply:
-    answer: str
-    sources: list[Source]
-    provider: Provider
-
-    def public(self) -> CoachAnswer:
-        return CoachAnswer(
-            answer=self.answer,
-            answer_html=str(render_markdown(self.answer)),
-            sources=self.sources,
-            provider=self.provider,
-        )
+# The languages' names, in the language of the answer.
+LANGUAGE_NAMES = {"en": N_("English"), "tr": N_("Turkish"), "pt-BR": N_("Portuguese")}
 
 
 @dataclass
 class Prepared:
-    """A checked question with everything an answer may draw on."""
+    """A checked question with everything an answer may draw on (plain data: no ORM object, so
+    the database session can be closed while the model answers)."""
 
     body: CoachQuestion
-    locale: str
+    locale: str  # the answer's: the question's language when it is one of ours, else the page's
     exercise: str | None
     code: str | None
     run: RunEvidence | None
-    steps: list[StepHit]
+    steps: list[StepHit]  # for the model, each with its text; the failed check's step first
     builtin: Answer
-    telling: set[str] = field(default_factory=set)
+    guard: SolutionGuard | None = None
     # The checks the asked-about submission failed: [{"id", "title" (English)}]
     failed_checks: list[dict[str, str]] = field(default_factory=list)
+    intent: Intent = field(default_factory=lambda: Intent("other"))
+    focus: str | None = None  # the failed check the answer leads with
 
 
 def provider_from(settings: Settings) -> ChatProvider | None:
@@ -210,10 +199,13 @@ def prepare(
 def _gather(
     session: Session,
     body: CoachQuestion,
-    locale: str,
+    page_locale: str,
     exercise_id: str | None,
     submission: Submission | None,
 ) -> Prepared:
+    written_in = detect(body.question)
+    locale = written_in if written_in in SUPPORTED_LOCALES else page_locale
+    intent = classify(body.question)
     index = get_index()
     coach = BuiltinCoach(index, locale)
     info = None
@@ -224,6 +216,8 @@ def _gather(
             raise _exercise_not_found(locale, exercise_id) from exc
     run = None
     code = submission.code if submission is not None else None
+    failed = _failed_checks(submission)
+    focus = _focus(body.check_id, failed)
     if submission is not None and submission.result is not None and info is not None:
         source = content.get_catalog().lessons[body.lesson_id]
         exercise = next(item for item in source.lesson.exercises if item.id == info.slug)
@@ -234,33 +228,123 @@ def _gather(
             result=Result.model_validate(submission.result),
             failed_attempts=repository.failed_attempts(session, submission=submission),
             locale=locale,
+            levels=_levels(session, submission, failed, focus, intent),
         )
     if run is not None:
-        builtin = coach.explain_run(run, body.question)
+        builtin = coach.about_run(run, intent, body.question, focus)
     elif submission is not None:
-        builtin = coach.answer_question(body.question, body.lesson_id)
+        builtin = coach.answer_question(intent, body.question, body.lesson_id)
         pending = coach.t(
             N_("This submission is still being graded: ask again when its result is in.")
         )
         builtin.markdown = f"{pending}\n\n{builtin.markdown}"
     else:
-        builtin = coach.answer_question(body.question, body.lesson_id)
-    steps = index.search(body.question, locale, lesson_id=body.lesson_id, limit=MAX_RETRIEVED_STEPS)
-    cited = {(hit.lesson_id, hit.step_id) for hit in steps}
-    by_id = {hit.step_id: hit for hit in index.steps_of(body.lesson_id, locale)}
-    for cited_source in builtin.sources:
-        step_hit = by_id.get(cited_source.step_id)
-        if step_hit is not None and (step_hit.lesson_id, step_hit.step_id) not in cited:
-            steps.append(step_hit)
-            cited.add((step_hit.lesson_id, step_hit.step_id))
-    telling = (
-        telling_solution_lines(info.solution_path, info.starter_code, code or "")
+        builtin = coach.answer_question(intent, body.question, body.lesson_id)
+    if locale != page_locale:
+        builtin.markdown = f"{_language_note(locale, page_locale)}\n\n{builtin.markdown}"
+    steps = _steps_for_model(index, body, locale, run, focus, builtin)
+    public = public_text(index, locale, info)
+    guard = (
+        SolutionGuard.for_exercise(info.solution_path, info.starter_code, code or "", public)
         if info is not None
-        else set()
+        else None
     )
     return Prepared(
-        body, locale, exercise_id, code, run, steps, builtin, telling, _failed_checks(submission)
+        body=body,
+        locale=locale,
+        exercise=exercise_id,
+        code=code,
+        run=run,
+        steps=steps,
+        builtin=builtin,
+        guard=guard,
+        failed_checks=failed,
+        intent=intent,
+        focus=focus,
     )
+
+
+def _focus(check_id: str | None, failed: list[dict[str, str]]) -> str | None:
+    """The check the answer leads with: the clicked one if it failed, else the first failed."""
+    ids = [check["id"] for check in failed]
+    if check_id in ids:
+        return check_id
+    return ids[0] if ids else None
+
+
+def _levels(
+    session: Session,
+    submission: Submission,
+    failed: list[dict[str, str]],
+    focus: str | None,
+    intent: Intent,
+) -> dict[str, Level]:
+    """Each failed check's level: its failures over the learner's submissions, and for the
+    check asked about, the earlier questions about it on this submission."""
+    failures = repository.failures_per_check(session, submission=submission)
+    asked = repository.asked_about(session, submission_id=submission.id)
+    first = failed[0]["id"] if failed else None
+    levels = {}
+    for check in failed:
+        check_id = check["id"]
+        is_focus = check_id == focus
+        levels[check_id] = level_for(
+            failures.get(check_id, 1),
+            asks_about(asked, check_id, first) if is_focus else 0,
+            wants_answer=is_focus and intent.kind == "give_answer",
+        )
+    return levels
+
+
+def _language_note(locale: str, page_locale: str) -> str:
+    return translate(
+        locale, N_("You asked in {language}, so the coach answers in it (the page is in {page}).")
+    ).format(
+        language=translate(locale, LANGUAGE_NAMES[locale]),
+        page=translate(locale, LANGUAGE_NAMES[page_locale]),
+    )
+
+
+def _steps_for_model(
+    index: StepIndex,
+    body: CoachQuestion,
+    locale: str,
+    run: RunEvidence | None,
+    focus: str | None,
+    builtin: Answer,
+) -> list[StepHit]:
+    """The steps the model may cite: the failed check's own step first, with its text, then the
+    built-in answer's sources and the best hits of the question, each with its text."""
+    by_id = {hit.step_id: hit for hit in index.steps_of(body.lesson_id, locale)}
+    ordered: list[StepHit] = []
+    if run is not None:
+        check = next((item for item in run.failed if item.id == focus), None)
+        if check is not None and check.levels is not None and check.levels.step in by_id:
+            ordered.append(by_id[check.levels.step])
+    ordered += [by_id[source.step_id] for source in builtin.sources if source.step_id in by_id]
+    ordered += index.search(body.question, locale, lesson_id=body.lesson_id, limit=3)
+    unique: dict[tuple[str, str], StepHit] = {}
+    for hit in ordered:
+        unique.setdefault((hit.lesson_id, hit.step_id), hit)
+    return [
+        replace(hit, excerpt=index.text_of(hit.lesson_id, hit.step_id, locale))
+        for hit in list(unique.values())[:MAX_RETRIEVED_STEPS]
+    ]
+
+
+def public_text(index: StepIndex, locale: str, info: content.ExerciseInfo | None) -> str:
+    """What the learner can already read: the exercise's prompt and its lesson's steps."""
+    if info is None:
+        return ""
+    lesson_id = info.lesson_id
+    steps = [
+        index.text_of(lesson_id, hit.step_id, loc)
+        for loc in SUPPORTED_LOCALES
+        for hit in index.steps_of(lesson_id, loc)
+    ]
+    codes = [step.code or "" for step in content.get_catalog().lessons[lesson_id].lesson.steps]
+    prompts = [info.prompt.get(loc) or "" for loc in SUPPORTED_LOCALES]
+    return "\n".join([*prompts, *steps, *codes])
 
 
 def _failed_checks(submission: Submission | None) -> list[dict[str, str]]:
@@ -273,82 +357,10 @@ def _failed_checks(submission: Submission | None) -> list[dict[str, str]]:
     ]
 
 
-def builtin_reply(prepared: Prepared) -> Reply:
-    return Reply(prepared.builtin.markdown, prepared.builtin.sources, "builtin")
-
-
-def _messages(prepared: Prepared) -> list[dict[str, str]]:
-    return build_messages(
-        question=prepared.body.question,
-        locale=prepared.locale,
-        code=prepared.code,
-        run=prepared.run,
-        steps=prepared.steps,
-    )
-
-
-def _model_reply(prepared: Prepared, text: str) -> Reply:
-    """The model's answer with its sources listed; ProviderFailed if it gives the solution away."""
-    leaked = leaked_lines(text, prepared.telling)
-    if leaked:
-        raise ProviderFailed(f"the answer holds {len(leaked)} line(s) of the solution file")
-    sources = [source_of(step) for step in prepared.steps]
-    cited = [s for n, s in enumerate(sources, start=1) if f"[{n}]" in text] or sources
-    if cited:
-        heading = translate(prepared.locale, N_("Sources"))
-        listed = "\n".join(f"- [{source.title}]({source.url})" for source in cited)
-        text = f"{text.strip()}\n\n**{heading}:**\n\n{listed}"
-    return Reply(text, cited, "llm")
-
-
-def answer(prepared: Prepared, provider: ChatProvider | None) -> Reply:
-    """The model's answer when one is configured and gives a good one; else the built-in's."""
-    if provider is None:
-        return builtin_reply(prepared)
-    try:
-        return _model_reply(prepared, provider.complete(_messages(prepared)))
-    except ProviderFailed as exc:
-        log.warning("coach model failed, the built-in coach answers: %s", exc)
-    except Exception:  # a bug in a client library must not cost the learner an answer either
-        log.exception("coach model call broke, the built-in coach answers")
-    return builtin_reply(prepared)
-
-
-def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[str, Any]]:
-    """("delta", text) for each checked line as the model writes it, then ("done", Reply).
-
-    A line is shown only once it is complete and holds no solution line; if the model fails or
-    leaks part-way, ("reset", None) tells the page to drop what it showed, and the built-in
-    coach's answer follows as "done".
-    """
-    if provider is None:
-        yield "done", builtin_reply(prepared)
-        return
-    written = ""
-    shown = 0
-    try:
-        for piece in provider.stream(_messages(prepared)):
-            written += piece
-            complete = written.rfind("\n") + 1
-            if complete > shown:
-                if leaked_lines(written[:complete], prepared.telling):
-                    raise ProviderFailed("the answer holds a line of the solution file")
-                yield "delta", written[shown:complete]
-                shown = complete
-        reply = _model_reply(prepared, written)
-    except Exception as exc:  # ProviderFailed, or a bug in a client library: never a 500
-        log.warning("coach model failed mid-stream, the built-in coach answers: %r", exc)
-        if shown:
-            yield "reset", None
-        reply = builtin_reply(prepared)
-    if len(written) > shown and reply.provider == "llm":
-        yield "delta", written[shown:]
-    yield "done", reply
-
-
 def record(
-    session: Session, *, user_id: uuid.UUID, prepared: Prepared, reply: Reply
+    session: Session, *, user_id: uuid.UUID, prepared: Prepared, reply: Any
 ) -> CoachExchange:
+    """Store the exchange (`reply`: a replies.Reply)."""
     body = prepared.body
     return repository.add(
         session,

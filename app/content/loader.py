@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from app.content import staleness
+from app.content.codeleak import solution_code_in
 from app.content.schemas import Course, Exercise, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
@@ -47,6 +49,8 @@ class LoadedLesson:
     file: Path
     # exercise id -> starter code (solution files are only checked to exist: never sent out)
     starter_code: dict[str, str] = field(default_factory=dict)
+    # locale -> field paths whose translation is stale (app/content/staleness.py)
+    stale: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -162,6 +166,7 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     for index, question in enumerate(lesson.quiz):
         problems += _duplicates(file, tree, question.choices, ("quiz", index, "choices"))
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
+    problems += _sequence_problems(file, tree, lesson)
     step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
         problems += _hint_level_problems(file, tree, index, exercise)
@@ -177,6 +182,7 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
                     )
                 )
         folder = file.parent / "exercises" / exercise.id
+        problems += _nudge_problems(file, tree, index, exercise, folder)
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
             if not (folder / name).is_file():
                 loc = ("exercises", index)
@@ -193,6 +199,48 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
 
 
 HINT_LEVELS = ("nudge", "pointer", "fix")
+
+
+def _sequence_problems(file: Path, tree: Any, lesson: Lesson) -> list[Problem]:
+    """A `sequence` names every step, question and exercise of the lesson exactly once."""
+    if lesson.sequence is None:
+        return []
+    known = {
+        "step": [step.id for step in lesson.steps],
+        "question": [question.id for question in lesson.quiz],
+        "exercise": [exercise.id for exercise in lesson.exercises],
+    }
+    section = {"step": "steps", "question": "quiz", "exercise": "exercises"}
+    problems: list[Problem] = []
+    seen: dict[tuple[str, str], int] = {}
+    for index, item in enumerate(lesson.sequence):
+        kind, item_id = item.card
+        loc: tuple[str | int, ...] = ("sequence", index, kind)
+        if item_id not in known[kind]:
+            message = (
+                f"{item_id!r} is not in `{section[kind]}`: use the id of one of the lesson's "
+                f"{section[kind]} ({', '.join(known[kind]) or 'there are none'})"
+            )
+        elif (kind, item_id) in seen:
+            first = format_loc(("sequence", seen[kind, item_id]))
+            message = f"{item_id!r} is listed twice (first at {first}); list each card once"
+        else:
+            seen[kind, item_id] = index
+            continue
+        problems.append(Problem(file, line_of(tree, loc), format_loc(loc), message))
+    for kind_name, ids in known.items():
+        left_out = [item_id for item_id in ids if (kind_name, item_id) not in seen]
+        if left_out:
+            problems.append(
+                Problem(
+                    file,
+                    line_of(tree, ("sequence",)),
+                    "sequence",
+                    f"leaves out the {section[kind_name]} {', '.join(left_out)}: add "
+                    f"`- {kind_name}: <id>` where the learner should meet each",
+                )
+            )
+    return problems
 
 
 def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) -> list[Problem]:
@@ -224,6 +272,34 @@ def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) 
                         format_loc(loc),
                         f"has no {', '.join(untranslated)}: the coach shows it in every "
                         "language, so write it in each",
+                    )
+                )
+    return problems
+
+
+def _nudge_problems(
+    file: Path, tree: Any, index: int, exercise: Exercise, folder: Path
+) -> list[Problem]:
+    """A nudge (the coach's first level) holds no code of the exercise's solution: that belongs
+    to the pointer or the fix."""
+    try:
+        solution = (folder / "solution.py").read_text(encoding="utf-8")
+    except OSError:
+        return []  # reported as a missing file
+    starter = _read_starter(folder) or ""
+    problems = []
+    for check_id, levels in exercise.hint_levels.items():
+        for locale in SUPPORTED_LOCALES:
+            found = solution_code_in(levels.nudge.get(locale) or "", solution, starter)
+            if found:
+                loc = ("exercises", index, "hint_levels", check_id, "nudge")
+                problems.append(
+                    Problem(
+                        file,
+                        line_of(tree, loc),
+                        format_loc(loc),
+                        f"the {locale} nudge holds code of the solution ({'; '.join(found)}): a "
+                        "nudge points at what to look at; move the code to the pointer or the fix",
                     )
                 )
     return problems
@@ -262,7 +338,8 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
                 Problem(file, None, "exercises", f"{folder}/starter.py is unreadable or too large")
             ]
         starters[exercise.id] = code
-    return LoadedLesson(lesson, int(match["number"]), directory, file, starters), []
+    stale = staleness.stale_fields(lesson, staleness.read(directory))
+    return LoadedLesson(lesson, int(match["number"]), directory, file, starters, stale), []
 
 
 def _fallback_course(lessons: list[LoadedLesson]) -> Course:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from app.content.loader import Catalog, LoadedLesson
 from app.content.markdown import render_code_block, render_inline, render_markdown
-from app.content.schemas import Text
+from app.content.schemas import CardKind, Text
 
 
 class LocalizedStep(BaseModel):
@@ -47,6 +47,13 @@ class LocalizedExercise(BaseModel):
     starter_code: str
 
 
+class LocalizedCard(BaseModel):
+    """One card of the lesson's sequence: which step, question or exercise comes there."""
+
+    kind: CardKind
+    id: str = Field(description="The step's or question's id, the exercise's slug")
+
+
 class LocalizedLesson(BaseModel):
     id: str
     number: int
@@ -57,6 +64,10 @@ class LocalizedLesson(BaseModel):
     steps: list[LocalizedStep]
     quiz: list[LocalizedQuestion]
     exercises: list[LocalizedExercise]
+    sequence: list[LocalizedCard] = Field(
+        description="The order of the cards as the author set it (steps, questions and "
+        "exercises interleaved); `?step=N` on the lesson page is the Nth card"
+    )
     fallback_fields: list[str] = Field(description="Fields shown in English: no translation yet")
     etag: str
 
@@ -92,13 +103,14 @@ class LocalizedCourse(BaseModel):
 class _Localizer:
     """Picks each text in the locale and remembers which ones fell back to English."""
 
-    def __init__(self, locale: str) -> None:
+    def __init__(self, locale: str, stale: frozenset[str] = frozenset()) -> None:
         self.locale = locale
+        self.stale = stale  # translated from an older English: shown as missing
         self.fallback_fields: list[str] = []
 
     def __call__(self, text: Text, path: str) -> str:
         translated = text.get(self.locale)
-        if translated is None:
+        if translated is None or path in self.stale:
             self.fallback_fields.append(path)
             return text.en
         return translated
@@ -111,7 +123,7 @@ def _etag(model: BaseModel) -> str:
 
 def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
     lesson = loaded.lesson
-    tr = _Localizer(locale)
+    tr = _Localizer(locale, loaded.stale.get(locale, frozenset()))
     steps = []
     for step in lesson.steps:
         title = tr(step.title, f"steps.{step.id}.title")
@@ -163,6 +175,7 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
         steps=steps,
         quiz=quiz,
         exercises=exercises,
+        sequence=[LocalizedCard(kind=kind, id=card_id) for kind, card_id in lesson.cards()],
         fallback_fields=tr.fallback_fields,
         etag="",
     )

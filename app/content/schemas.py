@@ -6,7 +6,7 @@ validate`) and for the JSON Schema editors use (`python -m app.content schema`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -135,6 +135,33 @@ class Exercise(_Strict):
         return levels
 
 
+CardKind = Literal["step", "question", "exercise"]
+CARD_KINDS: tuple[CardKind, ...] = ("step", "question", "exercise")
+
+
+class SequenceItem(_Strict):
+    """One card of the lesson's sequence: the id of a step, a quiz question or an exercise."""
+
+    step: Slug | None = Field(None, description="The id of a step of `steps`")
+    question: Slug | None = Field(None, description="The id of a question of `quiz`")
+    exercise: Slug | None = Field(None, description="The id of an exercise of `exercises`")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SequenceItem:
+        named = [kind for kind in CARD_KINDS if getattr(self, kind) is not None]
+        if len(named) != 1:
+            raise ValueError(
+                "each entry names exactly one card: `step: <id>`, `question: <id>` or "
+                "`exercise: <id>`"
+            )
+        return self
+
+    @property
+    def card(self) -> tuple[CardKind, str]:
+        kind = next(kind for kind in CARD_KINDS if getattr(self, kind) is not None)
+        return kind, getattr(self, kind)
+
+
 class Lesson(_Strict):
     id: Slug
     title: Text
@@ -143,6 +170,22 @@ class Lesson(_Strict):
     steps: list[Step] = Field(min_length=1, max_length=40)
     quiz: list[QuizQuestion] = Field(default_factory=list)
     exercises: list[Exercise] = Field(default_factory=list)
+    sequence: list[SequenceItem] | None = Field(
+        None,
+        description="The order the learner meets the cards in: steps, questions and exercises "
+        "interleaved, each listed once by id. Without it: the steps, then the quiz, then the "
+        "exercises.",
+    )
+
+    def cards(self) -> list[tuple[CardKind, str]]:
+        """Every card in the learner's order: (kind, id)."""
+        if self.sequence is not None:
+            return [item.card for item in self.sequence]
+        return [
+            *(("step", step.id) for step in self.steps),
+            *(("question", question.id) for question in self.quiz),
+            *(("exercise", exercise.id) for exercise in self.exercises),
+        ]
 
 
 class FaqEntry(_Strict):

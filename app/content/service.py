@@ -200,4 +200,6 @@ def check_answer(
     if question is None:
         raise ContentNotFound(f"{lesson_id}/{question_id}")
     explanation = question.explanation.get(locale) or question.explanation.en
+    if f"quiz.{question_id}.explanation" in source.stale.get(locale, ()):  # type: ignore[union-attr]
+        explanation = question.explanation.en  # translated from an older English
     return QuizVerdict(choice == question.answer, question.answer, explanation)

@@ -29,7 +29,17 @@ class ProgressEvent(Base):
     """An event exactly as a client sent it; stored once per (learner, client event id)."""
 
     __tablename__ = "progress_events"
-    __table_args__ = (UniqueConstraint("user_id", "client_id"),)
+    __table_args__ = (
+        UniqueConstraint("user_id", "client_id"),
+        Index(  # the instructors' analytics (covering on PostgreSQL)
+            "ix_progress_events_lesson_type",
+            "lesson_id",
+            "type",
+            "user_id",
+            "at",
+            postgresql_include=["client_id", "locale", "payload"],
+        ),
+    )
 
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
@@ -40,6 +50,8 @@ class ProgressEvent(Base):
     lesson_id: Mapped[str] = mapped_column(String(100))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The interface language of the request that sent it (instructor analytics); None: unknown.
+    locale: Mapped[str | None] = mapped_column(String(16), default=None)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

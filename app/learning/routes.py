@@ -16,7 +16,7 @@ from app.content.localized import LocalizedCourse, LocalizedLesson
 from app.content.shuffle import learner_seed, shuffled_for
 from app.db import SessionDep
 from app.errors import AppError, error_responses
-from app.i18n import negotiate
+from app.i18n import LocaleDep, negotiate
 from app.learning import service
 from app.learning.schemas import (
     ProgressEventsIn,
@@ -147,7 +147,7 @@ def answer_quiz(
     recorded = False
     if learner is not None:
         rejected = service.record_quiz_answer(
-            session, learner.id, lesson_id, question_id, body.choice
+            session, learner.id, lesson_id, question_id, body.choice, served
         )
         recorded = not rejected
     return QuizVerdictPublic(
@@ -165,6 +165,7 @@ def answer_quiz_form(
     session: SessionDep,
     learner: OptionalLearner,
     _csrf: Annotated[None, Depends(csrf_protect)],
+    interface: LocaleDep,
     choice: Annotated[str, Form(max_length=16)] = "",
     step: Annotated[int | None, Query(ge=1, le=1000)] = None,
     locale: Annotated[str | None, Query(max_length=35)] = None,
@@ -181,7 +182,9 @@ def answer_quiz_form(
         choice = ""  # back to the page (or its 404) without a verdict
     if choice:
         if learner is not None:
-            service.record_quiz_answer(session, learner.id, lesson_id, question_id, choice)
+            service.record_quiz_answer(
+                session, learner.id, lesson_id, question_id, choice, interface
+            )
         query.update(question=question_id, choice=choice)
     if query:
         target += f"?{urlencode(query)}"
@@ -196,10 +199,10 @@ def answer_quiz_form(
     responses=error_responses(401, 403, 422),
 )
 def sync_progress(
-    body: ProgressEventsIn, learner: CurrentLearner, session: SessionDep
+    body: ProgressEventsIn, learner: CurrentLearner, session: SessionDep, locale: LocaleDep
 ) -> ProgressState:
     """Send events (each once or many times: duplicates change nothing); get the merged state."""
-    return service.sync(session, learner.id, body.events, since=body.since)
+    return service.sync(session, learner.id, body.events, since=body.since, locale=locale)
 
 
 @api_router.get("/progress", response_model=ProgressState, responses=error_responses(401, 422))

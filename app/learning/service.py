@@ -117,23 +117,31 @@ def sync(
     user_id: uuid.UUID,
     events: Sequence[ProgressEventIn],
     since: int | None = None,
+    locale: str | None = None,
 ) -> ProgressState:
-    """Store the new events, merge them, and answer with what changed since `since`."""
-    rejected, version = _store_and_merge(session, user_id, events)
+    """Store the new events, merge them, and answer with what changed since `since`.
+    `locale`: the interface language they were sent in (kept for the instructors' analytics)."""
+    rejected, version = _store_and_merge(session, user_id, events, locale)
     state = changes_since(session, user_id, since, version=version)
     state.rejected = rejected
     return state
 
 
 def store_and_merge(
-    session: Session, user_id: uuid.UUID, events: Sequence[ProgressEventIn]
+    session: Session,
+    user_id: uuid.UUID,
+    events: Sequence[ProgressEventIn],
+    locale: str | None = None,
 ) -> list[RejectedEvent]:
     """Store each event not seen before and merge it; returns the events refused."""
-    return _store_and_merge(session, user_id, events)[0]
+    return _store_and_merge(session, user_id, events, locale)[0]
 
 
 def _store_and_merge(
-    session: Session, user_id: uuid.UUID, events: Sequence[ProgressEventIn]
+    session: Session,
+    user_id: uuid.UUID,
+    events: Sequence[ProgressEventIn],
+    locale: str | None = None,
 ) -> tuple[list[RejectedEvent], int | None]:
     """The events refused, and the learner's cursor when this call locked it (None when nothing
     was new: a batch sent again takes no lock and writes nothing).
@@ -161,6 +169,7 @@ def _store_and_merge(
                 "lesson_id": e.lesson_id,
                 "at": e.at,
                 "payload": e.payload,
+                "locale": locale,
                 "received_at": now,
             }
             for e in accepted.values()
@@ -284,6 +293,7 @@ def course_standing(session: Session, user_id: uuid.UUID) -> dict[str, LessonSta
             step_ids=[step.id for step in lesson.steps],
             question_ids=[question.id for question in lesson.quiz],
             exercise_slugs=[exercise.id for exercise in lesson.exercises],
+            cards=lesson.cards(),
         )
     return standings
 
@@ -325,7 +335,12 @@ def record_exercise_result(
 
 
 def record_quiz_answer(
-    session: Session, user_id: uuid.UUID, lesson_id: str, question_id: str, choice: str
+    session: Session,
+    user_id: uuid.UUID,
+    lesson_id: str,
+    question_id: str,
+    choice: str,
+    locale: str | None = None,
 ) -> list[RejectedEvent]:
     """An answer given on the server (the quiz endpoint) becomes an ordinary synced event."""
     event = QuizAnsweredEvent(
@@ -336,4 +351,4 @@ def record_quiz_answer(
         choice=choice,
         at=datetime.now(UTC),
     )
-    return store_and_merge(session, user_id, [event])
+    return store_and_merge(session, user_id, [event], locale)

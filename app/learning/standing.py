@@ -14,6 +14,7 @@ from typing import Literal
 from app.learning.merge import LessonState
 
 Status = Literal["new", "in_progress", "done"]
+CardKind = Literal["step", "question", "exercise"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class LessonStanding:
     next_step: int | None  # 1-based index of the first step not completed
     next_question: str | None  # id of the first question not yet answered correctly
     next_exercise: str | None  # slug of the first exercise not yet passed
+    # 1-based position, in the lesson's sequence of cards, of the first card left to do (a step
+    # not completed, a question not answered correctly, an exercise not passed); None when done.
+    next_card: int | None = None
+    next_kind: CardKind | None = None
+    next_card_id: str | None = None  # that card's step id, question id or exercise slug
 
     @property
     def done(self) -> bool:
@@ -49,8 +55,13 @@ def lesson_standing(
     step_ids: Sequence[str],
     question_ids: Sequence[str],
     exercise_slugs: Sequence[str],
+    cards: Sequence[tuple[CardKind, str]] | None = None,
 ) -> LessonStanding:
-    """The standing in one lesson from its merged state (None: nothing recorded yet)."""
+    """The standing in one lesson from its merged state (None: nothing recorded yet).
+
+    `cards` is the lesson's sequence, (kind, id) in the learner's order (default: the steps, the
+    questions, then the exercises).
+    """
     completed = set(state["completed_steps"]) if state else set()
     quiz = state["quiz"] if state else {"answers": {}, "correct_questions": []}
     correct = set(quiz["correct_questions"])
@@ -63,6 +74,21 @@ def lesson_standing(
     # Opening a lesson records a position; only work done (or tried) counts as started.
     started = bool(completed & set(step_ids) or quiz["answers"] or exercises)
     next_step = next((i for i, step in enumerate(step_ids, 1) if step not in completed), None)
+    if cards is None:
+        cards = [
+            *(("step", item) for item in step_ids),
+            *(("question", item) for item in question_ids),
+            *(("exercise", item) for item in exercise_slugs),
+        ]
+    left: dict[CardKind, set[str]] = {
+        "step": set(step_ids) - completed,
+        "question": set(question_ids) - correct,
+        "exercise": set(exercise_slugs) - passed,
+    }
+    next_card, next_kind, next_card_id = next(
+        ((i, kind, item) for i, (kind, item) in enumerate(cards, 1) if item in left[kind]),
+        (None, None, None),
+    )
     return LessonStanding(
         steps_done=sum(step in completed for step in step_ids),
         steps_total=len(step_ids),
@@ -74,4 +100,7 @@ def lesson_standing(
         next_step=next_step,
         next_question=next((q for q in question_ids if q not in correct), None),
         next_exercise=next((slug for slug in exercise_slugs if slug not in passed), None),
+        next_card=next_card,
+        next_kind=next_kind,
+        next_card_id=next_card_id,
     )

@@ -74,6 +74,15 @@ class DraftTooLarge(SubmissionError):
     message = N_("This draft is larger than {limit_kib} KiB and was not saved. Shorten it first.")
 
 
+class DraftConflict(SubmissionError):
+    status_code = 409
+    code = "draft_conflict"
+    message = N_(
+        "This draft was changed on another device since you last loaded it, so it was not "
+        "saved. Choose which version to keep, then save again."
+    )
+
+
 class DraftNotFound(SubmissionError):
     status_code = 404
     code = "draft_not_found"

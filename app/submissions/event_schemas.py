@@ -2,10 +2,10 @@
 
 Each SSE message has `event: <name>` and `data: <JSON>`; these models describe the JSON per
 name. Every stored event also carries `attempt` (the grading attempt, from 1). The stream goes:
-queued (while waiting) -> status starting -> per launch: status launch, output lines -> status
-checking -> check (one per check) -> done; or it ends with `signed_out` when the device's token
-is revoked. A `status: retrying` means the grading machine restarted and the run begins again
-(clear what was shown).
+queued (while waiting) -> status starting -> per launch: status launch, output lines (each with
+that launch's index) -> status checking -> check (one per check) -> done; or it ends with
+`signed_out` when the device's token is revoked. A `status: retrying` means the grading machine
+restarted and the run begins again (clear what was shown).
 """
 
 from __future__ import annotations
@@ -58,7 +58,13 @@ class OutputEvent(BaseModel):
 
     rank: int
     line: str
-    world_size: int = Field(description="The launch it belongs to (one pane per rank and size).")
+    world_size: int = Field(description="Processes (ranks) in the launch it belongs to.")
+    launch: int | None = Field(
+        None,
+        description="The launch it belongs to: the `index` of the `status: launch` event before "
+        "it (one pane per rank and launch: a restarted run and its reference, or a 2-node job, "
+        "have the same world size). Absent only in events stored before it existed.",
+    )
     attempt: int
 
 

@@ -41,6 +41,14 @@ class Submission(Base):
         UniqueConstraint("user_id", "idempotency_key", name="uq_submissions_user_idempotency"),
         Index("ix_submissions_status_created", "status", "created_at"),
         Index("ix_submissions_user_status", "user_id", "status"),
+        Index(  # the instructors' analytics (covering on PostgreSQL)
+            "ix_submissions_exercise_user",
+            "exercise",
+            "user_id",
+            "created_at",
+            "id",
+            postgresql_include=["verdict", "locale", "first_failed_check"],
+        ),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -52,6 +60,10 @@ class Submission(Base):
     status: Mapped[str] = mapped_column(String(16), default=QUEUED)
     # The grader's Result as JSON once graded (also for a platform error).
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # Copied from the Result when it is stored, for the instructors' analytics: its status
+    # (pass | fail | error) and the id of its first failing check.
+    verdict: Mapped[str | None] = mapped_column(String(8), default=None)
+    first_failed_check: Mapped[str | None] = mapped_column(String(64), default=None)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     # Which queue it went to ("local", "cpu", "gpu") and when it was handed over.
     queue: Mapped[str | None] = mapped_column(String(16), default=None)

@@ -225,10 +225,23 @@ def finish(
         query = query.where(Submission.lease_owner == owner)
     outcome = session.execute(
         query.values(
-            status=status, result=result, finished_at=now or utcnow(), lease_owner=None
+            status=status,
+            result=result,
+            verdict=str(result.get("status"))[:8],
+            first_failed_check=first_failed_check(result),
+            finished_at=now or utcnow(),
+            lease_owner=None,
         ).execution_options(synchronize_session=False)
     )
     return int(outcome.rowcount)  # type: ignore[attr-defined]
+
+
+def first_failed_check(result: dict[str, Any]) -> str | None:
+    """The id of the first check, in the Result's order, that failed (instructor analytics)."""
+    for check in result.get("checks") or []:
+        if check.get("status") == "fail":
+            return str(check.get("id"))[:64]
+    return None
 
 
 def get_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> Draft | None:

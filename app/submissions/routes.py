@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -232,20 +232,38 @@ def submission_events(
     )
 
 
-@api_router.get("/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 404))
+@api_router.get(
+    "/drafts/{exercise:path}",
+    response_model=DraftPublic,
+    responses={**_errors(401, 404), 204: {"description": "No draft, with `missing=empty`."}},
+)
 def read_draft(
-    request: Request, session: SessionDep, learner: CurrentLearner, exercise: ExerciseId
-) -> DraftPublic:
+    request: Request,
+    session: SessionDep,
+    learner: CurrentLearner,
+    exercise: ExerciseId,
+    missing: Annotated[
+        Literal["error", "empty"],
+        Query(
+            description="No draft yet: `error` answers 404 `draft_not_found`; `empty` answers "
+            "204 (the editor asks this way: a missing draft is normal, not a failed request)."
+        ),
+    ] = "error",
+) -> DraftPublic | Response:
     """The learner's saved, unsubmitted code for an exercise (the editor asks when it opens)."""
     _expect(request, exercise)
     draft = service.get_draft(session, user_id=learner.id, exercise=exercise)
     if draft is None:
+        if missing == "empty":
+            return Response(status_code=204)
         raise DraftNotFound()
     return DraftPublic.model_validate(draft)
 
 
 @api_router.put(
-    "/drafts/{exercise:path}", response_model=DraftPublic, responses=_errors(401, 403, 404, 413)
+    "/drafts/{exercise:path}",
+    response_model=DraftPublic,
+    responses=_errors(401, 403, 404, 409, 413),
 )
 def save_draft(
     request: Request,
@@ -254,8 +272,15 @@ def save_draft(
     exercise: ExerciseId,
     body: DraftUpdate,
 ) -> DraftPublic:
-    """Keep the editor's content so another device or a reload finds it."""
-    draft = service.save_draft(session, user_id=learner.id, exercise=exercise, code=body.code)
+    """Keep the editor's content so another device or a reload finds it; with
+    `base_updated_at`, 409 `draft_conflict` instead of overwriting another device's edits."""
+    draft = service.save_draft(
+        session,
+        user_id=learner.id,
+        exercise=exercise,
+        code=body.code,
+        base_updated_at=body.base_updated_at,
+    )
     _expect(request, exercise)
     return DraftPublic.model_validate(draft)
 

@@ -76,6 +76,13 @@ class SubmissionList(BaseModel):
 
 class DraftUpdate(BaseModel):
     code: NulFreeStr
+    base_updated_at: datetime | None = Field(
+        None,
+        description="The `updated_at` of the server's draft this code was edited from. When the "
+        "server's draft has changed since (another device saved), the answer is 409 "
+        "`draft_conflict` and nothing is saved: let the learner choose, then send again with "
+        "the new `updated_at`. Omit it to save unconditionally.",
+    )
 
 
 class DraftPublic(BaseModel):

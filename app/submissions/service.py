@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -14,6 +15,7 @@ from app.submissions import repository as repo
 from app.submissions.errors import (
     CodeEmpty,
     CodeTooLarge,
+    DraftConflict,
     DraftTooLarge,
     ExerciseNotFound,
     IdempotencyKeyReused,
@@ -25,6 +27,7 @@ from app.submissions.models import QUEUED, Draft, Submission, SubmissionEvent
 from grader.contract import MAX_CODE_BYTES
 
 KIB = 1024
+DRAFT_TIME_TOLERANCE = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -161,13 +164,28 @@ def save_draft(
     user_id: uuid.UUID,
     exercise: str,
     code: str,
+    base_updated_at: datetime | None = None,
     spec_for: SpecLookup = spec_from_content,
 ) -> Draft:
+    """Save the draft; with `base_updated_at`, only when the stored draft is still that one (or
+    already holds this code): another device's edits are never overwritten unseen."""
     if len(code.encode("utf-8")) > MAX_CODE_BYTES:
         raise DraftTooLarge(limit_kib=MAX_CODE_BYTES // KIB)
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
+    if base_updated_at is not None:
+        stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
+        if stored is not None and stored.code != code and _changed_since(stored, base_updated_at):
+            raise DraftConflict()
     return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
+
+
+def _changed_since(draft: Draft, base: datetime) -> bool:
+    """The stored draft is not the version the client edited (1 ms: the JSON round trip)."""
+    stored = draft.updated_at
+    stored = stored if stored.tzinfo else stored.replace(tzinfo=UTC)
+    base = base if base.tzinfo else base.replace(tzinfo=UTC)
+    return abs(stored - base) > DRAFT_TIME_TOLERANCE
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:

@@ -57,6 +57,12 @@ class LessonStandingView(Protocol):
     @property
     def next_exercise(self) -> str | None: ...  # the exercise's slug
     @property
+    def next_card(self) -> int | None: ...  # its position in the lesson's sequence of cards
+    @property
+    def next_kind(self) -> Literal["step", "question", "exercise"] | None: ...
+    @property
+    def next_card_id(self) -> str | None: ...
+    @property
     def status(self) -> Literal["new", "in_progress", "done"]: ...
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Annotated
+from itertools import pairwise
+from typing import Annotated, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from fastapi import APIRouter, Query, Request
@@ -12,6 +13,7 @@ from markupsafe import Markup
 
 from app.auth.deps import OptionalLearner
 from app.content import service as content
+from app.content.localized import LocalizedLesson
 from app.content.service import QuizVerdict
 from app.content.shuffle import learner_seed, shuffled_for
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
@@ -46,21 +48,21 @@ def course_page(request: Request, locale: LocaleDep, progress: CourseProgressDep
 def lesson_action(lesson_id: str, standing: LessonStandingView | None) -> tuple[str, str]:
     """The course page's link for one lesson: ("start" | "continue" | "review", href).
 
-    Continue goes to the first thing left to do: the first step not completed, else the first
-    question not yet answered correctly, else the first exercise not yet passed.
+    Continue goes to the first card left to do in the lesson's sequence: a step not completed, a
+    question not yet answered correctly, or an exercise not yet passed.
     """
     page = f"/lessons/{quote(lesson_id, safe='')}"
     if standing is None or standing.status == "new":
         return "start", page
-    if standing.status == "done":
+    if standing.status == "done" or standing.next_card is None:
         return "review", f"{page}?step=1#steps"
-    if standing.next_step is not None:
-        return "continue", f"{page}?step={standing.next_step}#steps"
-    if standing.next_question is not None:
-        # The lesson page opens the card of `?question=` (the quick check is in the sequence).
-        question = quote(standing.next_question, safe="")
-        return "continue", f"{page}?question={question}#quiz-{question}"
-    return "continue", f"{page}#exercise-{quote(standing.next_exercise or '', safe='')}"
+    card_id = quote(standing.next_card_id or "", safe="")
+    if standing.next_kind == "question":
+        # The lesson page opens the card of `?question=`.
+        return "continue", f"{page}?question={card_id}#quiz-{card_id}"
+    if standing.next_kind == "exercise":
+        return "continue", f"{page}?step={standing.next_card}#exercise-{card_id}"
+    return "continue", f"{page}?step={standing.next_card}#steps"
 
 
 def _lesson_response(
@@ -85,15 +87,15 @@ def _lesson_response(
     except content.ContentNotFound:
         message = translate(locale, "There is no such lesson. Pick one from the course page.")
         return _error_page(request, locale, 404, message)
-    # One sequence of cards: the steps, then one card per quick-check question.
-    step_ids = [item.id for item in lesson.steps]
-    question_ids = [item.id for item in lesson.quiz]
+    # One sequence of cards in the author's order: steps, questions and exercises.
+    cards = lesson_cards(lesson)
+    position = {(card["kind"], card["id"]): card["index"] for card in cards}
     last_step = getattr(progress, "last_step", None)
-    if step is None and question in question_ids:
-        step = len(step_ids) + question_ids.index(question) + 1
-    if step is None and last_step in step_ids:
-        step = step_ids.index(last_step) + 1
-    current = min(max(step or 1, 1), len(step_ids) + len(question_ids))
+    if step is None and question is not None and ("question", question) in position:
+        step = position["question", question]
+    if step is None and last_step is not None and ("step", last_step) in position:
+        step = position["step", last_step]
+    current = min(max(step or 1, 1), len(cards))
 
     def step_href(index: int) -> str:
         """This page at step `index`, keeping the other query parameters (e.g. ?locale=)."""
@@ -117,16 +119,62 @@ def _lesson_response(
         locale=locale,
         course=content.localized_course(locale),
         lesson=lesson,
-        # What templates/submissions/_exercise.html gets as `exercise` (HTML marked safe).
-        exercises=[
-            {**exercise.model_dump(), "prompt_html": Markup(exercise.prompt_html)}
-            for exercise in lesson.exercises
-        ],
+        cards=cards,
+        card_index=card_index(cards),
+        exercises=[card["item"] for card in cards if card["kind"] == "exercise"],
         current_step=current,
         progress=progress,
         completed_steps=set(getattr(progress, "completed_steps", None) or ()),
         verdicts=verdicts,
     )
+
+
+def lesson_cards(lesson: LocalizedLesson) -> list[dict[str, Any]]:
+    """The lesson's sequence as the page shows it: for each card its kind, id, 1-based `index`,
+    the localized item (an exercise as templates/submissions/_exercise.html gets it, HTML marked
+    safe), `number` (a question's number in the quick check, an exercise's among the exercises)
+    and `next` (the card after it, or None)."""
+    items: dict[str, dict[str, Any]] = {
+        "step": {item.id: item for item in lesson.steps},
+        "question": {item.id: item for item in lesson.quiz},
+        "exercise": {
+            item.slug: {**item.model_dump(), "prompt_html": Markup(item.prompt_html)}
+            for item in lesson.exercises
+        },
+    }
+    numbers: dict[str, int] = {}
+    cards: list[dict[str, Any]] = []
+    for index, card in enumerate(lesson.sequence, 1):
+        numbers[card.kind] = numbers.get(card.kind, 0) + 1
+        item = items[card.kind][card.id]
+        cards.append(
+            {
+                "kind": card.kind,
+                "id": card.id,
+                "index": index,
+                "item": item,
+                "number": numbers[card.kind],
+                "next": None,
+            }
+        )
+    for shown, following in pairwise(cards):
+        shown["next"] = following
+    return cards
+
+
+def card_index(cards: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page's list of the whole sequence: each step and exercise by its title, and each run
+    of consecutive questions as one "Quick check" entry spanning its cards (`first`..`last`)."""
+    entries: list[dict[str, Any]] = []
+    for card in cards:
+        previous = entries[-1] if entries else None
+        if card["kind"] == "question" and previous and previous["kind"] == "question":
+            previous["last"] = card["index"]
+            continue
+        entries.append(
+            {"kind": card["kind"], "first": card["index"], "last": card["index"], "card": card}
+        )
+    return entries
 
 
 @router.get("/lessons/{lesson_id}", response_class=HTMLResponse)
@@ -140,9 +188,9 @@ def lesson_page(
     question: Annotated[str | None, Query(max_length=100)] = None,
     choice: Annotated[str | None, Query(max_length=16)] = None,
 ) -> Response:
-    """One lesson: a sequence of cards shown one at a time (`?step=N`): the steps, then the quick
-    check's questions, one per card (`?question=<id>` opens that question's card); then the
-    exercises and the next lesson.
+    """One lesson: a sequence of cards shown one at a time (`?step=N` is the Nth card), in the
+    lesson's order (its `sequence`, else steps, quiz, exercises): steps, quick-check questions
+    (`?question=<id>` opens that question's card) and exercises; then the next lesson.
 
     `?question=<id>&choice=<id>` shows the verdict on that answer: the quick check's form (no
     JavaScript) posts to the learning domain, which records the answer and redirects here. A

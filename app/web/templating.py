@@ -12,14 +12,15 @@ from typing import Any
 
 import jinja2
 from fastapi import Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2.ext import _make_new_gettext, _make_new_ngettext
 from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
 from app.content.markdown import highlight_code
-from app.i18n import LOCALE_NAMES, SUPPORTED_LOCALES, get_translations, resolve_locale
+from app.errors import N_
+from app.i18n import LOCALE_NAMES, SUPPORTED_LOCALES, get_translations, resolve_locale, translate
 from app.web.assets import content_version
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
@@ -102,3 +103,23 @@ def render(
     return templates.TemplateResponse(
         request, name, page_context, status_code=status_code, headers=response_headers
     )
+
+
+NOT_FOUND = N_("Nothing exists at this address. Check the path against /openapi.json.")
+
+
+def refuse_unless_instructor(
+    request: Request, user: Any, locale: str, page: str
+) -> Response | None:
+    """None for an instructor; otherwise the answer of an instructors' page: a visitor is sent
+    to sign in (and back to `page`), a signed-in learner gets the site's 404 page (the page does
+    not exist for them). Rendered here, not raised: raising would end the request's database
+    session before the error page's header reads the signed-in learner."""
+    from app.auth.models import INSTRUCTOR
+
+    if user is None:
+        return RedirectResponse(f"/login?next={page}", status_code=303)
+    if user.role != INSTRUCTOR:
+        message = translate(locale, NOT_FOUND)
+        return render(request, "web/error.html", status_code=404, locale=locale, message=message)
+    return None

@@ -27,6 +27,8 @@ class Outcome:
     message: str
     rank: int | None = None
     line: int | None = None
+    # Another check's id whose hint fits this outcome better than this check's own.
+    hint_of: str | None = None
 
 
 def passed(message: str, **kw: Any) -> Outcome:

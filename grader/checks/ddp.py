@@ -252,7 +252,8 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
         return run.not_reached(wrapped) or skipped(
             msg(
                 "ddp.no_model",
-                "There is no DDP model whose first step could be replayed (see ddp.wrapped).",
+                "Not judged: no model was wrapped in DistributedDataParallel, so there is no "
+                "first step of a DDP model to replay.",
             )
         )
     if replay is None:

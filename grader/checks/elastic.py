@@ -53,6 +53,22 @@ def _saved_paths(run: RunView, attempt: int) -> set[str]:
     return paths
 
 
+def resumed_from_snapshot(run: RunView) -> bool:
+    """Whether the restarted attempt loaded a snapshot saved before the injected failure: the
+    premise of `elastic.equivalent` (a program that trains again from scratch ends where an
+    uninterrupted run ends too, since training is deterministic here)."""
+    found = _fault(run)
+    if found is None:
+        return False
+    attempt = found[1].attempt
+    saved = _saved_paths(run, attempt)
+    return any(
+        load.ok is not False and str(load.path) in saved
+        for r in run.ranks
+        for load in _of(r, Load, attempt + 1)
+    )
+
+
 def _steps(n: int) -> Message:
     if n == 1:
         return msg("elastic.one_step", "1 step")

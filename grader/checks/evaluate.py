@@ -177,8 +177,8 @@ def eval_metric_exact(run: RunView, params: dict[str, Any]) -> Outcome:
         return run.not_reached(_reported()) or skipped(
             msg(
                 "evaluate.no_single_report",
-                "Not judged: rank 0 did not print exactly one `{metric}=` line (see "
-                "eval.rank0_reports).",
+                "Not judged: rank 0 did not print exactly one `{metric}=` line, so there is no "
+                "value to compare.",
                 metric=metric,
             )
         )

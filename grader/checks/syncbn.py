@@ -85,9 +85,11 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
                 ),
                 rank=rank,
                 line=c.line,
+                hint_of="ddp.wrapped",
             )
         return failed(
-            msg("syncbn.no_ddp", "No model was wrapped in DDP, so no SyncBatchNorm layer ran.")
+            msg("syncbn.no_ddp", "No model was wrapped in DDP, so no SyncBatchNorm layer ran."),
+            hint_of="ddp.wrapped",
         )
     late = False
     for rank, e in wraps:  # every wrap: a second DDP model with plain BatchNorm counts too
@@ -161,7 +163,7 @@ def converted(run: RunView, params: dict[str, Any]) -> Outcome:
 def before_wrap(run: RunView, params: dict[str, Any]) -> Outcome:
     wraps = _wraps(run)
     if not wraps:
-        return failed(msg("syncbn.no_wrap", "No model was wrapped in DDP."))
+        return failed(msg("syncbn.no_wrap", "No model was wrapped in DDP."), hint_of="ddp.wrapped")
     for rank, e in wraps:
         later = _converted_after(run, rank, e) if e.n_plain else []
         if later:

@@ -76,6 +76,8 @@
     showSources(answer.sources);
     box.setAttribute("aria-busy", "false");
     $("coach-status").textContent = t("done");
+    // About an exercise's run: the way back to its editor, screens above on a phone.
+    $("coach-back").hidden = !codeRoot;
     box.focus({ preventScroll: false });
   }
 
@@ -160,13 +162,29 @@
     $("coach-forget").addEventListener("click", () => {
       setContext(null, null);
       home.after(panel);
+      codeRoot = null;
+      $("coach-back").hidden = true;
       form.elements.namedItem("question").focus();
     });
   }
 
+  // The exercise whose results the panel sits beside (null: the lesson's own place).
+  let codeRoot = null;
+
   function besideResults(root) {
     const results = root.querySelector('[data-role="results"]');
     if (results) results.after(panel);
+    codeRoot = results ? root : null;
+  }
+
+  const back = $("coach-back");
+  if (back) {
+    back.querySelector("button").addEventListener("click", () => {
+      const code = codeRoot && (codeRoot.querySelector(".cm-content") || codeRoot.querySelector("textarea"));
+      if (!code) return;
+      code.scrollIntoView({ block: "center" });
+      code.focus({ preventScroll: true });
+    });
   }
 
   function askAbout(root, exercise, submissionId, question, checkId) {

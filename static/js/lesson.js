@@ -1,5 +1,5 @@
-// Lesson page: one card at a time (buttons, links, arrow keys): the steps, then the quick check's
-// questions, each answered in place.
+// Lesson page: one card at a time (buttons, links, arrow keys), in the lesson's own sequence:
+// steps, quick-check questions (each answered in place) and exercises.
 // Without JavaScript the same links and forms work as ordinary page loads.
 (function () {
   "use strict";
@@ -7,9 +7,10 @@
   var steps = document.getElementById("steps");
   if (steps) setUpSteps(steps);
   document.querySelectorAll("form.quiz-question[data-api]").forEach(setUpQuestion);
+  keyboardScrollers();
 
-  // The lesson is one sequence of cards: the steps, then the quick check's questions (one per
-  // card). After the last card come the exercises; the status and the meter count them too.
+  // The lesson is one sequence of cards in the author's order: steps, questions (one per card)
+  // and exercises. After the last card comes the next lesson.
   function setUpSteps(root) {
     var cards = Array.prototype.slice.call(root.querySelectorAll(".step-card"));
     var status = document.getElementById("step-status");
@@ -23,36 +24,30 @@
     var meterBox = root.querySelector(".step-meter");
     var parts = parseInt(meterBox && meterBox.getAttribute("data-parts"), 10) || total;
 
-    // Where the learner is in the whole sequence: a card, or an exercise below the cards.
+    // Where the learner is in the whole sequence.
     function setPart(node) {
       var position = parseInt(node.getAttribute("data-step-index"), 10);
       if (meterBox && position) meterBox.value = Math.min(position, parts);
       if (status) status.textContent = node.getAttribute("data-progress-label");
     }
 
-    // The card a link's #fragment points into (#quiz is the quick check's first question).
+    // The card a link's #fragment points into (#quiz is the quick check's first question,
+    // #exercises the first exercise).
     function cardOf(hash) {
       if (!hash || hash.length < 2) return 0;
-      var target = hash === "#quiz" ? root.querySelector(".step-card--quiz") : document.getElementById(decodeURIComponent(hash.slice(1)));
+      var target = hash === "#quiz" ? root.querySelector(".step-card--quiz")
+        : hash === "#exercises" ? root.querySelector(".step-card--exercise")
+        : document.getElementById(decodeURIComponent(hash.slice(1)));
       var card = target && target.closest && target.closest(".step-card");
       return card ? cards.indexOf(card) + 1 : 0;
     }
-    function exerciseOf(hash) {
-      var exercises = document.querySelectorAll(".exercise[data-step-index]");
-      if (hash === "#exercises") return exercises[0] || null;
-      var target = hash && hash.length > 1 && document.getElementById(decodeURIComponent(hash.slice(1)));
-      return (target && target.closest && target.closest(".exercise[data-step-index]")) || null;
-    }
     function follow(hash, moveFocus) {
       var index = cardOf(hash);
-      if (index) {
-        show(index, moveFocus, true);
-        var target = hash === "#quiz" ? null : document.getElementById(decodeURIComponent(hash.slice(1)));
-        if (target && !moveFocus) target.scrollIntoView({ block: "start" });
-        return;
-      }
-      var exercise = exerciseOf(hash);
-      if (exercise) setPart(exercise);
+      if (!index) return;
+      show(index, moveFocus, true);
+      var special = hash === "#quiz" || hash === "#exercises";
+      var target = special ? null : document.getElementById(decodeURIComponent(hash.slice(1)));
+      if (target && !moveFocus) target.scrollIntoView({ block: "start" });
     }
     window.addEventListener("hashchange", function () { follow(window.location.hash, true); });
 
@@ -97,7 +92,9 @@
       if (moveFocus) {
         // Focus the new title without scrolling, then bring the card's top into view only when it
         // is above the screen: on a phone the buttons stay where the thumb is.
-        var title = card.querySelector(".step-card__title");
+        // (An exercise's card has its own heading: it takes the focus the same way.)
+        var title = card.querySelector(".step-card__title") || card.querySelector("h3");
+        if (title && !title.hasAttribute("tabindex")) title.setAttribute("tabindex", "-1");
         if (title) title.focus({ preventScroll: true });
         var top = root.getBoundingClientRect().top;
         if (top < 0) window.scrollBy({ top: top - 8, behavior: "auto" });
@@ -170,12 +167,53 @@
         showVerdict(feedback, Boolean(data.correct), data.explanation_html || "");
         markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
         button.disabled = false;
-      }).catch(function () {
+        answered(form, checked.value, Boolean(data.recorded), false);
+      }).catch(function (error) {
+        if (error instanceof TypeError) { // no connection: kept on the device, checked later
+          markAnswer(form, checked, feedback.getAttribute("data-your-answer-label"));
+          feedback.textContent = feedback.getAttribute("data-offline-label");
+          button.disabled = false;
+          answered(form, checked.value, false, true);
+          return;
+        }
         fallback = true;
         button.disabled = false;
         form.submit();
       });
     });
+  }
+
+  // Progress (progress.js) keeps answers no account has yet: a visitor's, or one made offline.
+  function answered(form, choice, recorded, queued) {
+    var card = form.closest(".step-card");
+    var lesson = document.getElementById("lesson");
+    document.dispatchEvent(new CustomEvent("rdv:answer", { detail: {
+      lessonId: lesson && lesson.getAttribute("data-lesson-id"),
+      questionId: card && card.getAttribute("data-question-id"),
+      choice: choice, recorded: recorded, queued: queued, form: form
+    } }));
+  }
+
+  // A code block that scrolls sideways (long lines on a phone) is a keyboard stop, so the
+  // keyboard can scroll it too; one that fits stays out of the tab order. Watched by size: a
+  // card shown later, a turned phone.
+  function keyboardScrollers() {
+    if (!window.ResizeObserver) return;
+    var mark = function (pre) {
+      var scrolls = pre.scrollWidth > pre.clientWidth + 1;
+      var ours = pre.hasAttribute("data-scroll-stop");
+      if (scrolls && !pre.hasAttribute("tabindex")) {
+        pre.setAttribute("tabindex", "0");
+        pre.setAttribute("data-scroll-stop", "");
+      } else if (!scrolls && ours) {
+        pre.removeAttribute("tabindex");
+        pre.removeAttribute("data-scroll-stop");
+      }
+    };
+    var observer = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { mark(entry.target); });
+    });
+    document.querySelectorAll("main pre").forEach(function (pre) { observer.observe(pre); });
   }
 
   // The page marks the saved answer (server-rendered); a new answer moves the mark.

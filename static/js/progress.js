@@ -1,39 +1,35 @@
-// Progress sync for a signed-in learner (learning domain). Listens to the lesson page's
-// `rdv:step` events and records `position` and `step_completed` through the progress API, with
-// the session cookie and the CSRF token. Offline-first: events wait in localStorage with their
-// own ids and are sent again until the server has them (a resent event changes nothing).
+// Progress on the lesson page (learning domain), for visitors and signed-in learners alike:
+// the steps shown (`rdv:step` from lesson.js) become `position` and `step_completed` events, and
+// quiz answers that did not reach an account (a visitor's, or any made offline: `rdv:answer`)
+// become `quiz_answered` events, all kept in the outbox of the reference client (rdv-client.js)
+// with their own ids. pwa.js sends the outbox when someone is signed in and online; an answer
+// sent late is checked by the server then, and its verdict shown here (`rdv:synced`).
 (function () {
   "use strict";
 
-  var KEY = "rdv:progress:pending";
-  var ENDPOINT = "/api/v1/progress/events";
+  var client = window.RdvClient;
+  if (!client) return;
   var lastIndex = null;
-  var sending = false;
+  var queuedAnswers = {}; // question id -> the form whose verdict waits for the server
 
-  function newId() {
-    if (window.crypto && crypto.randomUUID) return "web-" + crypto.randomUUID();
-    return "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2, 12);
-  }
+  function recorded() { document.dispatchEvent(new CustomEvent("rdv:recorded")); }
 
-  function load() {
-    try { return JSON.parse(localStorage.getItem(KEY) || "[]"); } catch (e) { return []; }
-  }
-
-  function save(events) {
-    try { localStorage.setItem(KEY, JSON.stringify(events.slice(-400))); } catch (e) { /* full */ }
-  }
+  var account = document.querySelector('meta[name="rdv-account"]');
+  var visitor = !account || account.content !== "learner";
 
   function record(event) {
-    var pending = load();
-    if (event.type === "position") {
-      // Only the latest position matters: drop older unsent ones for this lesson.
-      pending = pending.filter(function (e) {
-        return !(e.type === "position" && e.lesson_id === event.lesson_id);
-      });
-    }
-    pending.push(event);
-    save(pending);
+    event.id = client.newEventId();
+    event.at = new Date().toISOString();
+    if (visitor) event._visitor = true; // kept for whoever signs up or in on this device
+    return client.record(event).then(recorded, function () { /* no IndexedDB: not kept */ });
   }
+
+  // A legacy outbox (localStorage, before the IndexedDB one) is moved over once.
+  try {
+    var legacy = JSON.parse(localStorage.getItem("rdv:progress:pending") || "[]");
+    localStorage.removeItem("rdv:progress:pending");
+    legacy.forEach(function (event) { client.record(event); });
+  } catch (e) { /* nothing to move */ }
 
   function markCompleted(stepId) {
     var card = document.getElementById("step-" + stepId);
@@ -43,54 +39,53 @@
     if (link) link.classList.add("is-completed");
   }
 
-  function flush(keepalive) {
-    var batch = load().slice(0, 200);
-    if (sending || !batch.length) return;
-    var token = document.querySelector('meta[name="csrf-token"]');
-    var headers = { "Content-Type": "application/json", "Accept": "application/json" };
-    if (token) headers["X-CSRF-Token"] = token.getAttribute("content");
-    sending = true;
-    fetch(ENDPOINT, {
-      method: "POST", credentials: "same-origin", headers: headers, keepalive: Boolean(keepalive),
-      body: JSON.stringify({ events: batch })
-    }).then(function (response) {
-      // Stored (200) or refused for good (4xx other than 401/429): either way not worth resending.
-      if (response.ok || (response.status >= 400 && response.status < 500 &&
-                          response.status !== 401 && response.status !== 429)) {
-        var sent = {};
-        batch.forEach(function (e) { sent[e.id] = true; });
-        save(load().filter(function (e) { return !sent[e.id]; }));
-        return true;
-      }
-      return false;
-    }).catch(function () { return false; /* offline: try again later */ }).then(function (ok) {
-      sending = false;
-      if (ok && load().length) flush(false); // events recorded while this batch was in flight
-    });
-  }
-
   document.addEventListener("rdv:step", function (event) {
     var d = event.detail || {};
     if (!d.lessonId || !d.stepId) return;
-    var at = new Date().toISOString();
+    var events = [];
     if (lastIndex !== null && d.index > lastIndex) {
       var previous = document.querySelector('.step-card[data-step-index="' + lastIndex + '"]');
       var previousId = previous && previous.getAttribute("data-step-id");
       if (previousId) {
-        record({ id: newId(), type: "step_completed", lesson_id: d.lessonId, step_id: previousId, at: at });
+        events.push({ type: "step_completed", lesson_id: d.lessonId, step_id: previousId });
         markCompleted(previousId);
       }
     }
     if (d.index === d.total && lastIndex !== null) {
-      record({ id: newId(), type: "step_completed", lesson_id: d.lessonId, step_id: d.stepId, at: at });
+      events.push({ type: "step_completed", lesson_id: d.lessonId, step_id: d.stepId });
       markCompleted(d.stepId);
     }
-    record({ id: newId(), type: "position", lesson_id: d.lessonId, step_id: d.stepId, at: at });
+    events.push({ type: "position", lesson_id: d.lessonId, step_id: d.stepId });
     lastIndex = d.index;
-    flush(false);
+    events.reduce(function (done, e) { return done.then(function () { return record(e); }); }, Promise.resolve());
   });
 
-  window.addEventListener("online", function () { flush(false); });
-  window.addEventListener("pagehide", function () { flush(true); });
-  flush(false);
+  document.addEventListener("rdv:answer", function (event) {
+    var d = event.detail || {};
+    if (d.recorded || !d.lessonId || !d.questionId || !d.choice) return;
+    if (d.queued) queuedAnswers[d.questionId] = { form: d.form, lessonId: d.lessonId };
+    record({ type: "quiz_answered", lesson_id: d.lessonId, question_id: d.questionId, choice: d.choice });
+  });
+
+  // Answers sent late: the server has checked them; show its verdict.
+  document.addEventListener("rdv:synced", function (event) {
+    var lessons = (event.detail && event.detail.state && event.detail.state.lessons) || {};
+    Object.keys(queuedAnswers).forEach(function (questionId) {
+      var waiting = queuedAnswers[questionId];
+      var lesson = lessons[waiting.lessonId];
+      var answer = lesson && lesson.quiz.answers[questionId];
+      if (!answer) return;
+      delete queuedAnswers[questionId];
+      var feedback = waiting.form.querySelector(".quiz-feedback");
+      feedback.textContent = "";
+      var box = document.createElement("div");
+      box.className = "verdict " + (answer.correct ? "verdict--correct" : "verdict--wrong");
+      var line = document.createElement("p");
+      var strong = document.createElement("strong");
+      strong.textContent = feedback.getAttribute(answer.correct ? "data-correct-label" : "data-wrong-label");
+      line.appendChild(strong);
+      box.appendChild(line);
+      feedback.appendChild(box);
+    });
+  });
 })();

@@ -1,6 +1,9 @@
 // The exercise editor and submit flow (templates/submissions/_exercise.html).
-// Draft: kept in localStorage on every change and, when signed in, on the server (PUT
-// /api/v1/drafts/<exercise>). Submit: POST /api/v1/submissions with an Idempotency-Key, then
+// Draft: kept in localStorage on every change and, when signed in, on the server through the
+// reference client (rdv-client.js: PUT /api/v1/drafts/<exercise> with the server version it was
+// edited from); offline it waits on the device, and when another device saved meanwhile the
+// learner chooses: keep mine, take theirs, or see both. Never a silent overwrite; offline, Submit
+// says it needs the network. Submit: POST /api/v1/submissions with an Idempotency-Key, then
 // live Server-Sent Events (the browser's EventSource resumes with Last-Event-ID on its own).
 (function () {
   "use strict";
@@ -89,9 +92,29 @@
       this.mountEditor(local ? local.code : this.starter);
       this.submitButton.addEventListener("click", () => this.submit());
       this.$("reset").addEventListener("click", () => this.reset());
+      this.$("keep-mine").addEventListener("click", () => this.keepMine());
+      this.$("take-theirs").addEventListener("click", () => this.takeTheirs());
+      this.$("see-both").addEventListener("click", () => this.seeBoth());
+      window.addEventListener("offline", () => this.showConnection());
+      window.addEventListener("online", () => {
+        this.showConnection();
+        const mine = this.readLocal();
+        if (this.signedIn && mine && mine.dirty) this.saveServerDraft(mine.code);
+      });
+      this.showConnection();
       if (!this.signedIn) return;
       await this.loadServerDraft(local);
-      await this.resumeLatest();
+      if (navigator.onLine) await this.resumeLatest();
+    }
+
+    // Submitting needs the network: offline, the button says so (the draft stays on the device).
+    showConnection() {
+      if (this.running) return;
+      const offline = !navigator.onLine;
+      this.submitButton.textContent = offline ? this.t.submit_offline : this.t.submit;
+      this.submitButton.setAttribute("aria-disabled", offline ? "true" : "false");
+      if (offline) this.status(this.t.offline);
+      else if (this.$("status").textContent === this.t.offline) this.status("");
     }
 
     // ---- editor and drafts ------------------------------------------------------------
@@ -149,32 +172,113 @@
       }
     }
 
-    changed(code) {
+    // The device's copy: {code, savedAt, base (the server's updated_at it was edited from),
+    // dirty (edits the server has not had yet)}.
+    writeLocal(record) {
       try {
-        localStorage.setItem(this.storageKey, JSON.stringify({ code, savedAt: Date.now() }));
+        localStorage.setItem(this.storageKey, JSON.stringify({ ...(this.readLocal() || {}), ...record }));
+        return true;
+      } catch (_) {
+        return false; // private mode or full: the server copy still works
+      }
+    }
+
+    changed(code) {
+      if (this.settingFromServer) return;
+      if (this.writeLocal({ code, savedAt: Date.now(), dirty: true })) {
         this.$("draft").textContent = this.t.draft_saved_local;
-      } catch (_) { /* private mode or full: the server copy still works */ }
-      if (!this.signedIn) return;
+      }
+      if (!this.signedIn || this.conflict) return;
       clearTimeout(this.saveTimer);
       this.saveTimer = setTimeout(() => this.saveServerDraft(code), 800);
     }
 
-    async saveServerDraft(code) {
+    // The editor shows the server's version: not an edit of the learner's.
+    setFromServer(draft) {
+      this.settingFromServer = true;
       try {
-        const saved = await api(this.root, "PUT", "/drafts/" + this.exercise, { code });
-        if (saved.ok) this.$("draft").textContent = this.t.draft_saved;
-      } catch (_) { /* offline: localStorage has it */ }
+        if (draft.code !== this.editor.getValue()) this.editor.setValue(draft.code);
+      } finally {
+        this.settingFromServer = false;
+      }
+      this.writeLocal({ code: draft.code, savedAt: Date.now(), base: draft.updated_at, dirty: false });
+    }
+
+    async saveServerDraft(code) {
+      const local = this.readLocal() || {};
+      if (!local.base) {
+        // Never synced from this device: a draft another device saved meanwhile is a conflict.
+        const theirs = await window.RdvClient.loadDraft(this.exercise);
+        if (theirs && theirs.offline) {
+          this.$("draft").textContent = this.t.draft_saved_offline;
+          return;
+        }
+        if (theirs && theirs.code !== code) {
+          this.showConflict(theirs);
+          return;
+        }
+      }
+      const saved = await window.RdvClient.saveDraft(this.exercise, code, local.base);
+      if (saved.status === "saved") {
+        const current = this.readLocal() || {};
+        this.writeLocal({ base: saved.draft.updated_at, dirty: current.code !== code });
+        this.$("draft").textContent = this.t.draft_saved;
+      } else if (saved.status === "offline") {
+        this.$("draft").textContent = this.t.draft_saved_offline;
+      } else if (saved.status === "conflict") {
+        const theirs = await window.RdvClient.loadDraft(this.exercise);
+        if (theirs && !theirs.offline) this.showConflict(theirs);
+      }
     }
 
     async loadServerDraft(local) {
-      try {
-        const found = await api(this.root, "GET", "/drafts/" + this.exercise);
-        if (!found.ok || !found.data) return;
-        const serverTime = Date.parse(found.data.updated_at);
-        if (!local || serverTime > (local.savedAt || 0)) {
-          if (found.data.code !== this.editor.getValue()) this.editor.setValue(found.data.code);
-        }
-      } catch (_) { /* offline */ }
+      const theirs = await window.RdvClient.loadDraft(this.exercise);
+      if (theirs && theirs.offline) {
+        if (local && local.dirty) this.$("draft").textContent = this.t.draft_saved_offline;
+        return;
+      }
+      const mine = local && local.dirty ? local : null;
+      if (!theirs) {
+        if (mine) await this.saveServerDraft(mine.code);
+        return;
+      }
+      if (!mine || mine.code === theirs.code) this.setFromServer(theirs);
+      else if (mine.base && mine.base === theirs.updated_at) await this.saveServerDraft(mine.code);
+      else this.showConflict(theirs);
+    }
+
+    showConflict(theirs) {
+      this.conflict = theirs;
+      clearTimeout(this.saveTimer);
+      this.$("theirs").textContent = theirs.code;
+      this.$("theirs-box").hidden = true;
+      this.$("see-both").setAttribute("aria-expanded", "false");
+      this.$("conflict").hidden = false;
+    }
+
+    closeConflict() {
+      this.conflict = null;
+      this.$("conflict").hidden = true;
+    }
+
+    async keepMine() {
+      const theirs = this.conflict;
+      this.closeConflict();
+      this.writeLocal({ base: theirs.updated_at, dirty: true });
+      await this.saveServerDraft(this.editor.getValue());
+    }
+
+    takeTheirs() {
+      const theirs = this.conflict;
+      this.closeConflict();
+      this.setFromServer(theirs);
+      this.$("draft").textContent = this.t.draft_saved;
+    }
+
+    seeBoth() {
+      const box = this.$("theirs-box");
+      box.hidden = !box.hidden;
+      this.$("see-both").setAttribute("aria-expanded", box.hidden ? "false" : "true");
     }
 
     async reset() {
@@ -236,6 +340,10 @@
     async submit() {
       if (this.running) return; // a second click while the first is in flight does nothing
       this.error("");
+      if (!navigator.onLine) {
+        this.error(this.t.offline);
+        return;
+      }
       if (!this.signedIn) {
         this.error(this.t.signin_needed);
         return;

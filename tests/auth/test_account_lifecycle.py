@@ -178,14 +178,15 @@ def test_the_account_pages_change_reset_and_delete(client: TestClient, inbox: In
     wrong = client.post(
         "/account/delete", data={"csrf_token": token, "password": "not it at all"}, headers=html
     )
-    assert wrong.status_code == 401 and "form-error" in wrong.text
+    assert wrong.status_code == 401 and 'id="password-error"' in wrong.text
     gone = client.post(
         "/account/delete",
         data={"csrf_token": token, "password": "amber lantern orchard"},
         headers=html,
         follow_redirects=False,
     )
-    assert gone.status_code == 303
+    assert gone.status_code == 303 and gone.headers["location"] == "/account/deleted"
+    assert 'data-testid="account-deleted"' in client.get("/account/deleted").text
     assert _token(client, "pages@example.org", "amber lantern orchard") is None
 
 

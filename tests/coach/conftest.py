@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
+from app.i18n import translate
 from app.submissions.models import DONE, Submission
 from tests.coach.fake_llm import FakeModel
 from tests.submissions.conftest import auth, committed_url, learner, other_auth, stream_sessions
@@ -41,13 +43,16 @@ def ask_about(
     auth: dict[str, str],
     submission_id: object,
     locale: str = "en",
-    question: str = "Why did this fail?",
+    question: str | None = None,
+    check_id: str | None = None,
 ) -> dict[str, object]:
-    """Ask the coach about one of the learner's submissions; the answer's JSON."""
+    """Ask the coach about one of the learner's submissions (by default with the page's "Why did
+    this fail?" in `locale`); the answer's JSON."""
     answered = client.post(
         f"/api/v1/coach?locale={locale}",
         json={
-            "question": question,
+            "question": question or translate(locale, "Why did this fail?"),
+            "check_id": check_id,
             "lesson_id": "ddp-fundamentals",
             "submission_id": str(submission_id),
         },
@@ -96,7 +101,7 @@ def with_model(app: FastAPI, fake_model: FakeModel) -> FakeModel:
         update={
             "coach_url": fake_model.url,
             "coach_model": "tutor-7b",
-            "coach_api_key": "sk-test",
+            "coach_api_key": SecretStr("sk-test"),
             "coach_timeout_seconds": 2.0,
         }
     )

@@ -3,7 +3,8 @@
 
 `FakeModel.mode` picks its behaviour: "ok" answers `answer`; "slow" waits `delay_s` before
 answering; "garbage" answers 200 with a body that is not a completion; "error" answers 500;
-"cut" streams one line and then closes the connection mid-answer.
+"cut" streams one line and then closes the connection mid-answer; "trickle" sends a whole,
+well-formed answer one small piece every `delay_s` seconds (each read is quick, the whole is slow).
 Every request body it received is kept in `requests` (to check what the prompt held).
 """
 
@@ -76,7 +77,14 @@ class FakeModel:
         if body.get("stream"):
             self._stream(handler, body)
             return
-        completion = {
+        completion = self.completion(body)
+        if self.mode == "trickle":
+            _trickle(handler, json.dumps(completion).encode(), self.delay_s)
+            return
+        _send(handler, 200, "application/json", json.dumps(completion).encode())
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -89,7 +97,6 @@ class FakeModel:
                 }
             ],
         }
-        _send(handler, 200, "application/json", json.dumps(completion).encode())
 
     def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         handler.send_response(200)
@@ -112,6 +119,8 @@ class FakeModel:
         words = self.answer.split(" ")
         for number, word in enumerate(words):
             chunk({"content": word + ("" if number == len(words) - 1 else " ")})
+            if self.mode == "trickle":
+                time.sleep(self.delay_s)
             if self.mode == "cut" and "\n" in word:
                 handler.close_connection = True
                 return
@@ -126,3 +135,21 @@ def _send(handler: BaseHTTPRequestHandler, status: int, kind: str, payload: byte
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()
     handler.wfile.write(payload)
+
+
+TRICKLE_PIECES = 20
+
+
+def _trickle(handler: BaseHTTPRequestHandler, payload: bytes, delay_s: float) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    size = max(1, len(payload) // TRICKLE_PIECES + 1)
+    try:
+        for start in range(0, len(payload), size):
+            handler.wfile.write(payload[start : start + size])
+            handler.wfile.flush()
+            time.sleep(delay_s)
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the client gave up at its deadline

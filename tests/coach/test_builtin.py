@@ -1,14 +1,15 @@
 """The built-in coach on golden programs the real grader failed (tests/coach/runs/<case> holds the
-Result `python -m grader grade --json` gave each): every failed check explained from its evidence
-in en, tr and pt-BR, the lesson step linked, escalation over attempts, and never a line of the
-solution file."""
+Result `python -m grader grade --json` gave each): the first failed check explained from its
+evidence in en, tr and pt-BR and the others a line each, the lesson step linked, escalation per
+check over attempts, and never a line of the solution file."""
 
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.coach.guard import telling_solution_lines
+from app.coach.cases import localize_fragments
+from app.coach.guard import SolutionGuard
 from app.content import service as content
 from app.i18n import translate
 from grader.i18n import localize_check
@@ -42,15 +43,17 @@ def test_each_failed_check_is_explained_from_its_evidence(
     text = str(answer["answer"])
     assert answer["provider"] == "builtin"
     code_lines = submission.code.splitlines()
-    for check in failed_checks(case)[:3]:
+    for number, check in enumerate(failed_checks(case)):
         shown = localize_check(check, locale)  # as the submissions API shows it in `locale`
         assert str(shown["title"]) in text
-        assert str(shown["message"]) in text  # what happened, as the grader saw it
+        # What happened, as the grader saw it (its English fragments in the learner's language).
+        assert localize_fragments(str(shown["message"]), locale) in text
         if check["rank"] is not None and check["line"] is not None:
             where = translate(locale, "rank {rank}, line {line}").format(**check)
             assert where in text
             learner_line = code_lines[int(str(check["line"])) - 1].strip()
-            assert learner_line and learner_line in text  # the learner's own line
+            if number == 0:  # the first is explained in full, with the learner's own line
+                assert learner_line and learner_line in text
     for heading in ("What happened", "What to change first"):
         assert translate(locale, heading) in text
     assert answer["sources"], "each explained check links the step that teaches it"
@@ -66,9 +69,9 @@ def test_the_answer_never_holds_a_line_of_the_solution(
     for _attempt in range(4):  # up to the worked fix
         submission = graded(case)
         text = str(ask_about(client, auth, submission.id)["answer"])
-    telling = telling_solution_lines(info.solution_path, info.starter_code, submission.code)
-    assert telling
-    assert [line for line in telling if line in text] == []
+    guard = SolutionGuard.for_exercise(info.solution_path, info.starter_code, submission.code)
+    assert guard is not None and guard.telling
+    assert guard.leaked_lines(text) == []
 
 
 def test_hints_escalate_over_failed_attempts(
@@ -89,7 +92,6 @@ def test_hints_escalate_over_failed_attempts(
     assert levels.fix.pt_BR and levels.fix.pt_BR in seen[2]
     assert levels.fix.pt_BR in seen[3]
     assert levels.nudge.pt_BR not in seen[1] and levels.pointer.pt_BR not in seen[2]
-    assert "tentou 3 vezes" in seen[2] and "tentou 4 vezes" in seen[3]
 
 
 def test_another_learners_failures_do_not_escalate_mine(
@@ -105,7 +107,7 @@ def test_another_learners_failures_do_not_escalate_mine(
         graded("bug_no_set_epoch", user=other)
     mine = graded("bug_no_set_epoch")
     text = str(ask_about(client, auth, mine.id, "en")["answer"])
-    assert "first failed try" in text
+    assert "First a nudge" in text
 
 
 def test_a_passing_run_has_nothing_to_explain_and_points_at_steps(

@@ -145,3 +145,41 @@ def line_of_after(file: Path, anchor: str, fragment: str) -> int:
     return next(
         number for number, line in enumerate(lines, start=1) if number > first and line == fragment
     )
+
+
+def test_a_nudge_holding_code_of_the_solution_is_refused(
+    lessons: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = lessons / "02-ddp-fundamentals" / "lesson.yaml"
+    text = file.read_text(encoding="utf-8")
+    start = text.index("      accum.grad_mean:\n", text.index("  - id: accumulate"))
+    nudge = text.index("          pt-BR: ", text.index("        nudge:\n", start))
+    end = text.index("\n", nudge)
+    # The solution's condition, spaced and commented otherwise than in solution.py.
+    leaky = '          pt-BR: "Quando `(i+1) % ACCUM_STEPS==0` é verdade?"'
+    file.write_text(text[:nudge] + leaky + text[end:], encoding="utf-8")
+    code, lines = validate(lessons, capsys)
+    assert code == 1
+    at = line_of_after(file, "      accum.grad_mean:", "        nudge:")
+    assert lines == [
+        f"{file}:{at}: exercises[1].hint_levels.accum.grad_mean.nudge: the pt-BR nudge holds "
+        "code of the solution ((i+1) % ACCUM_STEPS==0): a nudge points at what to look at; "
+        "move the code to the pointer or the fix"
+    ]
+
+
+def test_a_nudge_may_name_an_api_and_quote_the_starter(tmp_path: Path) -> None:
+    from app.content.codeleak import solution_code_in
+
+    solution = "sampler = DistributedSampler(dataset, shuffle=False)  # the shards\nmodel.train()\n"
+    starter = "loader = DataLoader(dataset, batch_size=8)\n"
+    assert (
+        solution_code_in("Which `DistributedSampler` hands out the data?", solution, starter) == []
+    )
+    assert solution_code_in("Look at `DataLoader(dataset, batch_size=8)`.", solution, starter) == []
+    assert solution_code_in(
+        "Try `DistributedSampler(dataset, shuffle=False)`.", solution, starter
+    ) == ["DistributedSampler(dataset, shuffle=False)"]
+    assert solution_code_in(
+        "sampler  =  DistributedSampler( dataset, shuffle=False )", solution, starter
+    ) == ["sampler=DistributedSampler(dataset,shuffle=False)"]

@@ -29,7 +29,9 @@ def test_the_set_epoch_step_answers_the_reshuffle_question_in_each_language(
     lesson = content.localized_lesson("ddp-fundamentals", locale)
     step = next(item for item in lesson.steps if item.id == "set-epoch")
     assert hits[0].title == step.title  # the title in the learner's language
-    assert hits[0].position == [item.id for item in lesson.steps].index("set-epoch") + 1
+    # Its card in the lesson's sequence, as the page's ?step= counts.
+    cards = [(card.kind, card.id) for card in lesson.sequence]
+    assert hits[0].position == cards.index(("step", "set-epoch")) + 1
     assert 0 < len(hits[0].excerpt) <= 300
     assert [hit.score for hit in hits] == sorted(hit.score for hit in hits)  # best (lowest) first
 
@@ -65,8 +67,11 @@ def test_words_too_short_to_search_find_nothing() -> None:
 def test_steps_of_lists_a_lesson_in_order() -> None:
     steps = get_index().steps_of("ddp-fundamentals", "tr")
     lesson = content.localized_lesson("ddp-fundamentals", "tr")
-    assert [step.step_id for step in steps] == [step.id for step in lesson.steps]
-    assert [step.position for step in steps] == list(range(1, len(steps) + 1))
+    cards = [(card.kind, card.id) for card in lesson.sequence]
+    in_order = [
+        (index, card_id) for index, (kind, card_id) in enumerate(cards, 1) if kind == "step"
+    ]
+    assert [(step.position, step.step_id) for step in steps] == in_order
 
 
 def test_the_index_is_rebuilt_when_the_lessons_reload(

@@ -200,7 +200,7 @@ def test_the_page_shows_the_report(
 def test_the_struggles_are_in_the_openapi_document(client: TestClient) -> None:
     operation = client.get("/openapi.json").json()["paths"]["/api/v1/coach/struggles"]["get"]
     assert {"200", "401", "403", "422"} <= set(operation["responses"])
-    assert {p["name"] for p in operation["parameters"]} == {"lesson_id", "days", "recent"}
+    assert {p["name"] for p in operation["parameters"]} == {"lesson_id", "days", "recent", "locale"}
 
 
 @pytest.fixture

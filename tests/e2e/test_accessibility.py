@@ -1,7 +1,7 @@
 """axe-core (tests/e2e/vendor, see its README) in Chromium: no serious or critical violation on
 the course page, a lesson step, the quick check (a question's card, answered), an exercise as a
 visitor sees it (read-only) and with a failed result (signed in), sign-in and registration, in
-English and Turkish."""
+English and Turkish, at desktop and at phone width."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def lesson_step(page: Any) -> None:
 
 def quick_check(page: Any) -> None:
     page.goto(LESSON_URL)
-    page.locator("[data-step-link-last]").click()  # the quick check in the list of the lesson
+    # A quick-check card from the list of the lesson's cards.
+    page.locator('.step-index [data-card-kind="question"]').first.click()
     form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
     form.locator('input[name="choice"]').first.check()
     form.locator('button[type="submit"]').click()
@@ -56,6 +57,7 @@ def exercise_preview(page: Any) -> None:
 
 def failed_exercise(page: Any) -> None:
     sign_up(page, LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card in the lesson's sequence
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     shown = failed_result(page.evaluate("document.documentElement.lang"))
@@ -86,14 +88,24 @@ PAGES = [
 ]
 
 
+# Desktop, and a phone (where code blocks scroll sideways and targets must stay 24 px).
+SCREENS = {
+    "desktop": {"viewport": {"width": 1280, "height": 800}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
+}
+
+
+@pytest.mark.parametrize("screen", sorted(SCREENS))
 @pytest.mark.parametrize("locale", ["en", "tr"])
 @pytest.mark.parametrize("open_page", PAGES, ids=[p.__name__ for p in PAGES])
 def test_no_serious_or_critical_violations(
-    browser: Any, live_server: LiveServer, open_page: Any, locale: str
+    browser: Any, live_server: LiveServer, open_page: Any, locale: str, screen: str
 ) -> None:
     # axe is injected as a script of the test's own: the site's CSP (no inline scripts) would
     # refuse it. The pages' own scripts run under the CSP in the other browser tests.
-    context = browser.new_context(base_url=live_server.url, locale=locale, bypass_csp=True)
+    context = browser.new_context(
+        base_url=live_server.url, locale=locale, bypass_csp=True, **SCREENS[screen]
+    )
     context.add_cookies([{"name": "rdv_locale", "value": locale, "url": live_server.url}])
     try:
         page = context.new_page()

@@ -63,8 +63,8 @@ def test_a_question_on_a_step_is_answered_with_sources(
     browser: Any, live_server: LiveServer
 ) -> None:
     page, _ = sign_up(browser, live_server, viewport={"width": 1280, "height": 900})
-    steps = [step.id for step in localized_lesson("ddp-fundamentals", "en").steps]
-    page.goto(f"{LESSON_URL}?step={steps.index('set-epoch') + 1}")
+    cards = [(card.kind, card.id) for card in localized_lesson("ddp-fundamentals", "en").sequence]
+    page.goto(f"{LESSON_URL}?step={cards.index(('step', 'set-epoch')) + 1}")
     panel = page.get_by_role("complementary", name="Ask the coach")
     question = panel.get_by_label("Your question")
     question.fill("Why would every epoch replay the same order?")
@@ -90,7 +90,7 @@ def test_why_did_this_fail_explains_the_check_in_turkish_on_a_phone(
         browser, live_server, viewport={"width": 390, "height": 844}, is_mobile=True
     )
     store_graded_run(live_server, email, "bug_no_set_epoch")
-    page.goto(f"{LESSON_URL}?locale=tr")
+    page.goto(f"{LESSON_URL}?locale=tr#exercise-train")  # the exercise's card
     failed = page.locator('.sub__check[data-check="sampler.set_epoch"]')
     why = failed.get_by_role("button", name="Bu neden başarısız oldu?")
     why.click()

@@ -1,8 +1,9 @@
 """The verdict and the way on, in Chromium: the verdict banner scrolled into view and focused,
 failed checks first then not judged, passes collapsed, "rank N, line L" moves the editor's cursor,
-a pass offers the next step; the lesson is one sequence (steps, the quick check's cards, the
-exercise, the next lesson) that never dead-ends and that the meter counts whole; Previous/Next
-keep the buttons in place on a phone; keyboard tips only where there is a keyboard."""
+a pass offers what comes next in the lesson's sequence; the lesson is one sequence of cards in
+the author's order (steps, questions and exercises interleaved, then the next lesson) that never
+dead-ends and that the meter counts whole; Previous/Next keep the buttons in place on a phone;
+keyboard tips only where there is a keyboard."""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ from tests.e2e.conftest import LiveServer, sign_up
 from tests.e2e.results import failed_result, passed_result
 
 LESSON_URL = "/lessons/ddp-fundamentals"
-SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 
 
-def open_exercise(page: Any, selector: str = SECTION) -> Any:
-    """The exercise with its editor, which only a signed-in learner gets."""
+def open_exercise(page: Any, slug: str = "train", lesson_url: str = LESSON_URL) -> Any:
+    """The exercise's card with its editor, which only a signed-in learner gets."""
     if not page.context.cookies():
         sign_up(page)
-    page.goto(LESSON_URL)
-    section = page.locator(selector)
+    page.goto(f"{lesson_url}#exercise-{slug}")  # a link into a card shows that card
+    section = page.locator(f'section.sub[data-exercise="{lesson_url.rsplit("/", 1)[1]}/{slug}"]')
     section.locator(".cm-content").wait_for()
     return section
 
@@ -66,14 +66,25 @@ def test_rank_and_line_move_the_editor_cursor(page: Any) -> None:
     assert page.evaluate("document.activeElement.classList.contains('cm-content')")
 
 
-def test_a_pass_offers_the_next_exercise_then_the_next_lesson(page: Any) -> None:
+def test_a_pass_offers_what_comes_next_in_the_sequence(page: Any) -> None:
+    # Lesson 2's train exercise ends its core path: a pass goes on with the next card, a step.
     section = open_exercise(page)
     show(section, passed_result())
     offer = section.locator('[data-role="next"] a')
     assert offer.is_visible()
-    assert offer.get_attribute("href") == "#exercise-accumulate"
+    assert offer.get_attribute("href") == "#step-unused-parameters"
+    assert "Continue" in offer.inner_text()
+    offer.click()
+    page.locator("#step-unused-parameters").wait_for()  # that card is shown, on the same page
+    assert page.locator("#exercise-train").is_hidden()
+    # Lesson 3 keeps the old order: one exercise after another, then the next lesson.
+    lesson_3 = "/lessons/syncbn-sharded-state"
+    first = open_exercise(page, "syncbn", lesson_3)
+    show(first, passed_result())
+    offer = first.locator('[data-role="next"] a')
+    assert offer.get_attribute("href") == "#exercise-zero-checkpoint"
     assert "Next exercise" in offer.inner_text()
-    last = open_exercise(page, 'section.sub[data-exercise="ddp-fundamentals/evaluate"]')
+    last = open_exercise(page, "zero-checkpoint", lesson_3)
     show(last, passed_result())
     offer = last.locator('[data-role="next"] a')
     assert offer.is_visible()
@@ -81,66 +92,66 @@ def test_a_pass_offers_the_next_exercise_then_the_next_lesson(page: Any) -> None
     assert "Next lesson" in offer.inner_text()
 
 
-def counts(page: Any) -> tuple[int, int, int]:
-    steps = page.locator(".step-card[data-step-id]").count()
-    return steps, page.locator(".step-card--quiz").count(), page.locator(".exercise").count()
+def kinds(page: Any) -> list[str]:
+    """Each card's kind, in the page's order."""
+    return list(
+        page.locator(".step-card").evaluate_all(
+            "cards => cards.map(c => c.dataset.stepId ? 'step'"
+            " : c.dataset.questionId ? 'question' : 'exercise')"
+        )
+    )
 
 
 def meter_value(page: Any) -> int:
     return int(page.locator(".step-meter").evaluate("m => m.value"))
 
 
-def test_the_steps_lead_on_to_the_quick_check_cards_then_the_exercise(page: Any) -> None:
+def test_the_sequence_interleaves_steps_questions_and_exercises(page: Any) -> None:
     page.goto(LESSON_URL)
-    steps, questions, exercises = counts(page)
-    assert questions > 0 and exercises > 0
-    parts = steps + questions + exercises
+    order = kinds(page)
+    parts = len(order)
+    assert {"step", "question", "exercise"} <= set(order)
+    assert order[-1] == "step"  # lesson 2 ends with a step: exercises sit in the middle
     meter = page.locator(".step-meter")
     assert int(meter.get_attribute("max") or 0) == parts
     assert page.locator("#step-status").inner_text() == f"Step 1 of {parts}"
 
-    page.goto(f"{LESSON_URL}?step={steps}")
-    page.locator('[data-step-nav="next"]').click()  # from the last step into the quick check
-    first_quiz = page.locator(".step-card--quiz").first
-    assert first_quiz.is_visible() and page.locator(".step-card[data-step-id]:visible").count() == 0
-    assert page.locator("#step-status").inner_text() == f"Step {steps + 1} of {parts}"
-    assert meter_value(page) == steps + 1
-    assert re.search(rf"step={steps + 1}", page.url)
-    # The keyboard moves through the same sequence (focus is on the card's title).
+    # From the card before the first exercise, Next opens the exercise in its own card.
+    exercise = order.index("exercise") + 1
+    page.goto(f"{LESSON_URL}?step={exercise - 1}")
+    page.locator('[data-step-nav="next"]').click()
+    card = page.locator(".step-card--exercise").first
+    assert card.is_visible() and page.locator(".step-card[data-step-id]:visible").count() == 0
+    assert page.locator("#step-status").inner_text() == f"Step {exercise} of {parts}"
+    assert meter_value(page) == exercise
+    assert re.search(rf"step={exercise}", page.url)
+    # The keyboard moves through the same sequence (focus is on the exercise's heading).
     page.keyboard.press("ArrowLeft")
-    assert page.locator("#step-status").inner_text() == f"Step {steps} of {parts}"
+    assert page.locator("#step-status").inner_text() == f"Step {exercise - 1} of {parts}"
     page.keyboard.press("ArrowRight")
-    assert first_quiz.is_visible()
+    assert card.is_visible()
+    page.keyboard.press("ArrowRight")  # and on past the exercise, into the next card
+    assert page.locator("#step-status").inner_text() == f"Step {exercise + 1} of {parts}"
 
-    for _ in range(questions - 1):
-        page.locator('[data-step-nav="next"]').click()
+    # The last card does not dead-end: Next gives way to the next lesson.
+    page.goto(f"{LESSON_URL}?step={parts}")
     after = page.locator('[data-step-nav="after"]')
     assert after.is_visible() and page.locator('[data-step-nav="next"]').is_hidden()
-    assert page.locator(".step-card--quiz").last.is_visible()
-    assert meter_value(page) == steps + questions
-    after.click()  # on to the exercise
-    page.wait_for_url(re.compile(r"#exercises$"))
-    page.wait_for_function(
-        "v => document.querySelector('.step-meter').value === v", arg=steps + questions + 1
-    )
-    assert page.locator("#step-status").inner_text() == f"Step {steps + questions + 1} of {parts}"
-    # ... and after the exercises, the next lesson.
-    assert page.locator("#exercises [data-next-lesson]").is_visible()
-
+    assert re.match(r"/lessons/[\w-]+$", after.get_attribute("href") or "")
     page.locator('[data-step-nav="prev"]').click()
     assert after.is_hidden() and page.locator('[data-step-nav="next"]').is_visible()
 
 
 def test_a_link_to_a_question_opens_its_card(page: Any) -> None:
     page.goto(LESSON_URL)
-    steps, questions, _ = counts(page)
-    question = page.locator(".step-card--quiz").nth(questions - 1)
+    question = page.locator(".step-card--quiz").last
     question_id = question.get_attribute("data-question-id")
+    position = int(question.get_attribute("data-step-index") or 0)
     page.goto(f"{LESSON_URL}#quiz-{question_id}")  # as the course page's Continue links
     question.wait_for()
-    assert meter_value(page) == steps + questions
+    assert meter_value(page) == position
     page.goto(f"{LESSON_URL}?question={question_id}")  # the same without JavaScript
-    assert page.get_attribute("#steps", "data-current") == str(steps + questions)
+    assert page.get_attribute("#steps", "data-current") == str(position)
 
 
 def test_on_a_phone_next_stays_put_and_no_keyboard_tips(
@@ -163,7 +174,7 @@ def test_on_a_phone_next_stays_put_and_no_keyboard_tips(
         next_link = page.locator('[data-step-nav="next"]')
         next_link.scroll_into_view_if_needed()
         cards = page.locator(".step-card").count()
-        for index in range(2, cards + 1):  # the steps, then the quick check's cards
+        for index in range(2, cards + 1):  # every card: steps, questions and exercises
             next_link.click()
             assert page.locator("#step-status").inner_text().startswith(f"Step {index} ")
             # The card may be shorter or longer; the page never jumps to the top, so the
@@ -171,7 +182,9 @@ def test_on_a_phone_next_stays_put_and_no_keyboard_tips(
             button = page.locator(
                 '[data-step-nav="next"]:visible, [data-step-nav="after"]:visible'
             ).bounding_box()
-            title = page.locator(".step-card:not([hidden]) .step-card__title").bounding_box()
+            title = page.locator(
+                ".step-card:not([hidden]) :is(.step-card__title, h3)"
+            ).first.bounding_box()
             assert button is not None and title is not None
             assert button["y"] >= 0 and button["y"] + button["height"] <= 844, index
             assert 0 <= title["y"] <= 844, index

@@ -1,7 +1,7 @@
-"""The course in a real browser: open the course, open lesson 2, move through its sequence (the
-steps, then the quick check's questions, one card each) with the buttons and the keyboard (and
-without JavaScript), answer a question in place, switch the language, and read it all on a 360 px
-wide phone without sideways scrolling."""
+"""The course in a real browser: open the course, open lesson 2, move through its sequence (its
+steps, quick-check questions and exercises, one card each, in the order its YAML sets) with the
+buttons and the keyboard (and without JavaScript), answer a question in place, switch the
+language, and read it all on a 360 px wide phone without sideways scrolling."""
 
 from __future__ import annotations
 
@@ -25,8 +25,18 @@ def lesson_two() -> Any:
 
 
 def parts(lesson: Any) -> int:
-    """What "Step N of M" counts: the steps, the quick check's questions, the exercises."""
-    return len(lesson.steps) + len(lesson.quiz) + len(lesson.exercises)
+    """What "Step N of M" counts: every card, steps, questions and exercises."""
+    return len(lesson.cards())
+
+
+def card_of(lesson: Any, kind: str, item_id: str) -> int:
+    """The 1-based position of a step, question or exercise in the lesson's sequence."""
+    return int(lesson.cards().index((kind, item_id))) + 1
+
+
+def questions_in_order(lesson: Any) -> list[Any]:
+    by_id = {question.id: question for question in lesson.quiz}
+    return [by_id[item_id] for kind, item_id in lesson.cards() if kind == "question"]
 
 
 def status(page: Any) -> str:
@@ -104,7 +114,7 @@ def visible_question_ids(page: Any) -> list[str]:
 
 def test_steps_and_quiz_cards_work_without_javascript(browser: Any, live_server: LiveServer):
     lesson = lesson_two()
-    steps = len(lesson.steps)
+    cards = lesson.cards()
     context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
     try:
         page = context.new_page()
@@ -112,28 +122,31 @@ def test_steps_and_quiz_cards_work_without_javascript(browser: Any, live_server:
         page.locator('[data-step-nav="next"]').click()
         page.wait_for_url(re.compile(r"step=2"))
         assert status(page) == f"Step 2 of {parts(lesson)}"
-        assert visible_step_ids(page) == [lesson.steps[1].id]
-        # From the last step, Next opens the quick check's first question, a card of its own.
-        page.goto(f"/lessons/{lesson.id}?step={steps}")
+        assert visible_step_ids(page) == [cards[1][1]]
+        # The card before the first question leads to it: a card of its own, in the sequence.
+        first = questions_in_order(lesson)[0]
+        position = card_of(lesson, "question", first.id)
+        page.goto(f"/lessons/{lesson.id}?step={position - 1}")
         page.locator('[data-step-nav="next"]').click()
-        page.wait_for_url(re.compile(rf"step={steps + 1}"))
-        assert status(page) == f"Step {steps + 1} of {parts(lesson)}"
+        page.wait_for_url(re.compile(rf"step={position}"))
+        assert status(page) == f"Step {position} of {parts(lesson)}"
         assert visible_step_ids(page) == []
-        assert visible_question_ids(page) == [lesson.quiz[0].id]
+        assert visible_question_ids(page) == [first.id]
     finally:
         context.close()
 
 
 def test_each_question_is_a_card_answered_in_place(page: Any) -> None:
     lesson = lesson_two()
-    steps = len(lesson.steps)
-    page.goto(f"/lessons/{lesson.id}?step={steps}")
-    page.locator('[data-step-nav="next"]').click()
-    for number, question in enumerate(lesson.quiz, start=1):
+    questions = questions_in_order(lesson)
+    for number, question in enumerate(questions, start=1):
+        position = card_of(lesson, "question", question.id)
+        page.goto(f"/lessons/{lesson.id}?step={position - 1}")
+        page.locator('[data-step-nav="next"]').click()  # into the question's card
         assert visible_question_ids(page) == [question.id]
-        assert status(page) == f"Step {steps + number} of {parts(lesson)}"
+        assert status(page) == f"Step {position} of {parts(lesson)}"
         title = page.locator(f"#quiz-title-{question.id}")
-        assert title.inner_text() == f"Quick check: question {number} of {len(lesson.quiz)}"
+        assert title.inner_text() == f"Quick check: question {number} of {len(questions)}"
         assert page.evaluate("document.activeElement.id") == f"quiz-title-{question.id}"
         page.evaluate("window.rdvSamePage = true")
         form = page.locator(f"#quiz-{question.id}")
@@ -146,9 +159,6 @@ def test_each_question_is_a_card_answered_in_place(page: Any) -> None:
         explanation = verdict.locator(".prose")
         assert "`" not in explanation.inner_text()  # Markdown rendered, like the step bodies
         assert explanation.inner_text().strip()
-        if number < len(lesson.quiz):
-            page.locator('[data-step-nav="next"]').click()
-    assert page.locator('[data-step-nav="after"]').is_visible()
 
 
 def test_switch_language(page: Any) -> None:
@@ -178,13 +188,13 @@ def test_readable_at_360_px_without_sideways_scrolling(browser: Any, live_server
         page.goto("/")
         assert no_horizontal_overflow(page)
         page.goto(f"/lessons/{lesson.id}")
-        cards = len(lesson.steps) + len(lesson.quiz)
-        for index in range(1, cards + 1):
+        cards = parts(lesson)
+        for index in range(1, cards + 1):  # every card, the exercises' included
             assert status(page) == f"Step {index} of {parts(lesson)}"
             assert no_horizontal_overflow(page), f"card {index} is wider than the screen"
             if index < cards:
                 page.locator('[data-step-nav="next"]').click()
-        # At the last card Next gives way to what follows the cards (the exercises).
+        # At the last card Next gives way to what follows the cards (the next lesson).
         next_box = page.locator('[data-step-nav="after"]').bounding_box()
         assert next_box is not None and next_box["x"] + next_box["width"] <= 360
     finally:

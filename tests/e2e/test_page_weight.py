@@ -37,7 +37,7 @@ def transferred_js_css(
 
 def report(who: str, sizes: dict[str, int]) -> int:
     total = sum(sizes.values())
-    print(f"lesson page JS+CSS transferred, {who}: {total} bytes ({total / 1024:.1f} KiB): {sizes}")
+    print(f"lesson page transferred, {who}: {total} bytes ({total / 1024:.1f} KiB): {sizes}")
     return total
 
 
@@ -57,7 +57,7 @@ def test_a_visitor_s_lesson_page_loads_no_editor_and_stays_under_200_kb(
 ) -> None:
     sizes = transferred_js_css(browser, live_server, LESSON_URL)
     assert not any(name in url for url in sizes for name in EDITOR), sizes
-    assert report("visitor", sizes) <= BUDGET_BYTES, sizes
+    assert report("visitor, JS+CSS", sizes) <= BUDGET_BYTES, sizes
 
 
 def test_a_learner_s_lesson_page_with_the_editor_stays_under_200_kb(
@@ -67,9 +67,45 @@ def test_a_learner_s_lesson_page_with_the_editor_stays_under_200_kb(
     sizes = transferred_js_css(browser, live_server, LESSON_URL, storage_state=state)
     for name in EDITOR:  # the editor is part of the budget, loaded once
         assert sum(name in url for url in sizes) == 1, (name, sizes)
-    assert report("signed in", sizes) <= BUDGET_BYTES, sizes
+    assert report("signed in, JS+CSS", sizes) <= BUDGET_BYTES, sizes
 
 
 def test_the_course_page_loads_no_editor(browser: Any, live_server: LiveServer) -> None:
     sizes = transferred_js_css(browser, live_server, "/")
     assert not any(name in url for url in sizes for name in EDITOR), sizes
+
+
+def transferred_all(
+    browser: Any, server: LiveServer, url: str
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """Bytes on the wire (body as encoded plus headers) of everything a first visit loads, HTML
+    included, and the document's: its size, bytes sent, content-encoding."""
+    context = browser.new_context(base_url=server.url)
+    try:
+        page = context.new_page()
+        responses: list[Any] = []
+        page.on("response", lambda response: responses.append(response))
+        document = page.goto(url, wait_until="networkidle")
+        sizes = {}
+        for response in responses:
+            size = response.request.sizes()
+            sizes[response.url] = size["responseBodySize"] + size["responseHeadersSize"]
+        html = {
+            "size": len(document.body()),
+            "sent": document.request.sizes()["responseBodySize"],
+            "encoding": document.header_value("content-encoding"),
+        }
+        return sizes, html
+    finally:
+        context.close()
+
+
+def test_a_visitor_s_lesson_page_html_goes_out_gzipped(
+    browser: Any, live_server: LiveServer
+) -> None:
+    sizes, html = transferred_all(browser, live_server, LESSON_URL)
+    total = report("visitor, everything (HTML included)", sizes)
+    print(f"lesson HTML: {html}; page total {total} bytes")
+    assert html["encoding"] == "gzip"
+    # HTML compresses about 6:1; sent as it was, it made 88% of a visitor's bytes.
+    assert html["sent"] < html["size"] / 3

@@ -1,5 +1,6 @@
-"""In Chromium: a signed-in learner's steps are recorded by progress.js through the progress API
-(cookie + CSRF header), and the lesson page resumes there with completed steps marked."""
+"""In Chromium: a signed-in learner's steps are recorded by progress.js in the outbox of the
+reference client (rdv-client.js) and sent through the progress API (cookie + CSRF header), and
+the lesson page resumes there with completed steps marked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tests.e2e.accounts import register, sign_in_after_registering
+from tests.e2e.test_offline import outbox_empty
 
 LESSON = "ddp-fundamentals"
 
@@ -29,9 +31,7 @@ def test_progress_is_recorded_and_the_page_resumes(page: Any) -> None:
         with page.expect_response(_is_sync) as synced:
             page.click('[data-step-nav="next"]')
         assert synced.value.status == 200
-    page.wait_for_function(
-        "() => !(JSON.parse(localStorage.getItem('rdv:progress:pending') || '[]').length)"
-    )
+    outbox_empty(page)
 
     state = page.request.get("/api/v1/progress").json()["lessons"][LESSON]
     steps = page.eval_on_selector_all(".step-card", "cards => cards.map(c => c.dataset.stepId)")

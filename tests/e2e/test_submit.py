@@ -45,7 +45,7 @@ def signed_in_page(browser: Any, server: LiveServer, **context_options: Any) -> 
 
 
 def open_exercise(page: Any) -> Any:
-    page.goto(LESSON_URL)
+    page.goto(f"{LESSON_URL}#exercise-train")  # the exercise's card in the lesson's sequence
     section = page.locator(SECTION)
     section.locator(".cm-content").wait_for()
     return section

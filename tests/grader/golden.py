@@ -50,7 +50,8 @@ class Expected(BaseModel):
     passing: list[str] = Field(default_factory=list)
     # Check id -> texts its message must hold.
     contains: dict[str, list[str]] = Field(default_factory=dict)
-    # Check ids that must be skipped as not reached (the run stopped early).
+    # Check ids that must be skipped as not judged (the run stopped early, or what the check
+    # builds on never happened: no DDP model, no snapshot loaded after the restart).
     not_judged: list[str] = Field(default_factory=list)
     # One sentence: what the program does and why it is right or wrong (red-team cases).
     why: str | None = None
@@ -197,7 +198,7 @@ def problems(case: Case, result: Result) -> list[str]:
     for cid in exp.not_judged:
         c = by_id.get(cid)
         if c is None or c.status != "skip" or not c.message.startswith("Not judged"):
-            found.append(f"{cid} was judged, expected 'Not judged' (the run stopped early)")
+            found.append(f"{cid} was judged, expected 'Not judged'")
     for c in result.checks:
         if c.status == "fail" and not (c.message and c.hint):
             found.append(f"{c.id} failed without a message and a hint")

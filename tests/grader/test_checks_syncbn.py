@@ -8,6 +8,7 @@ import pytest
 
 from grader.checks.base import RankView, RunView, get_check
 from grader.events import SyncbnConvert
+from grader.i18n import catalog, localize_check
 from tests.grader.translated import english_left, rendered
 
 SOURCE = "\n".join(f"line{i}" for i in range(1, 100))
@@ -85,3 +86,18 @@ def test_differing_statistics_leave_no_english(locale: str) -> None:
     assert not english_left(text) and "running_mean" in text and "0.9" in text, text
     cpu = judge("syncbn.stats_synced", run_of([], []))
     assert cpu.status == "skip" and not english_left(rendered("syncbn.stats_synced", cpu, locale))
+
+
+@pytest.mark.parametrize("check_id", ["syncbn.converted", "syncbn.before_wrap"])
+def test_no_ddp_model_gets_the_wrapping_hint_in_every_language(check_id: str) -> None:
+    outcome = judge(check_id, run_of([{"kind": "start"}], [{"kind": "start"}]))
+    assert outcome.status == "fail" and outcome.hint_of == "ddp.wrapped"
+    wrapping = get_check("ddp.wrapped")
+    assert wrapping is not None
+    check = {"id": check_id, "status": "fail", "title": "", "message": "m"}
+    check.update(hint=wrapping.hint, hint_of="ddp.wrapped")
+    assert localize_check(check, "tr")["hint"] == catalog("tr")["hint.ddp.wrapped"]
+    assert localize_check(check, "pt-BR")["hint"] == catalog("pt-BR")["hint.ddp.wrapped"]
+    # The exercise's own hint for the wrap wins, as for any hint.
+    own = {"ddp.wrapped": {"en": "Wrap it.", "tr": "Sarmalayın."}}
+    assert localize_check(check, "tr", own)["hint"] == "Sarmalayın."

@@ -1,5 +1,6 @@
 """grader.stages: the "launch k of n" event and why, and passes that cannot hold without
-distributed training reported as not judged."""
+distributed training, or without what a check builds on (a DDP model, a resumed snapshot),
+reported as not judged; output events tagged with their launch; a launch named once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.checks.base import RankView, RunView
-from grader.contract import CheckResult
-from grader.stages import NOT_JUDGED_MESSAGE, launch_event, not_judged_without_distribution
+from grader.contract import CheckResult, GradeEvent
+from grader.i18n import msg
+from grader.stages import (
+    NO_DDP,
+    NO_SNAPSHOT_LOADED,
+    NOT_JUDGED_MESSAGE,
+    in_launch,
+    launch_event,
+    not_judged_without_distribution,
+    not_judged_without_premise,
+    tag_launch,
+)
 
 
 @dataclass
@@ -81,3 +92,62 @@ def test_an_exercise_that_asks_for_no_process_group_keeps_its_passes() -> None:
     never = _run([{"kind": "start"}], [{"kind": "start"}])
     without_init = [c for c in _checks() if c.id != "dist.init"]
     assert not_judged_without_distribution(without_init, [never]) == without_init
+
+
+def _premised() -> list[CheckResult]:
+    return [
+        CheckResult(id="ddp.wrapped", status="fail", title="t", message="never wrapped", hint="h"),
+        CheckResult(id="ddp.in_sync", status="pass", title="t", message="same parameters"),
+        CheckResult(id="ckpt.unwrapped", status="pass", title="t", message="bare keys"),
+        CheckResult(id="elastic.equivalent", status="pass", title="t", message="same weights"),
+    ]
+
+
+def test_passes_without_their_premise_are_not_judged_with_the_reason() -> None:
+    # Two identical processes that never built a DDP model and a restart that loaded nothing.
+    plain = _run([{"kind": "init"}, {"kind": "fault", "rank": 1, "attempt": 0}], [{"kind": "init"}])
+    judged = {c.id: c for c in not_judged_without_premise(_premised(), [plain])}
+    assert judged["ddp.wrapped"].status == "fail" and judged["ddp.wrapped"].hint == "h"
+    for cid in ("ddp.in_sync", "ckpt.unwrapped"):
+        assert judged[cid].status == "skip" and judged[cid].message == NO_DDP
+        assert judged[cid].message_id == "stages.not_judged_no_ddp"
+    assert judged["elastic.equivalent"].status == "skip"
+    assert judged["elastic.equivalent"].message == NO_SNAPSHOT_LOADED
+
+
+def test_passes_whose_premise_was_observed_stand() -> None:
+    snap = "/work/snap.pt"
+    resumed = _run(
+        [
+            {"kind": "ddp_init"},
+            {"kind": "save", "path": snap, "ok": True, "attempt": 0},
+            {"kind": "load", "path": snap, "ok": True, "attempt": 1},
+        ],
+        [{"kind": "fault", "rank": 1, "attempt": 0}, {"kind": "ddp_init"}],
+    )
+    assert not_judged_without_premise(_premised(), [resumed]) == _premised()
+    # A snapshot saved but never loaded after the restart is no resume.
+    saved_only = _run(
+        [{"kind": "ddp_init"}, {"kind": "save", "path": snap, "ok": True, "attempt": 0}],
+        [{"kind": "fault", "rank": 1, "attempt": 0}],
+    )
+    judged = {c.id: c for c in not_judged_without_premise(_premised(), [saved_only])}
+    assert judged["elastic.equivalent"].status == "skip"
+    assert judged["ddp.in_sync"].status == "pass"
+
+
+def test_output_events_carry_their_launch() -> None:
+    seen: list[GradeEvent] = []
+    emit = tag_launch(seen.append, 3)
+    emit(GradeEvent(kind="output", rank=1, data={"line": "hi", "world_size": 2}))
+    emit(GradeEvent(kind="status", data={"status": "checking"}))
+    assert seen[0].data == {"line": "hi", "world_size": 2, "launch": 3}
+    assert seen[1].data == {"status": "checking"}
+
+
+def test_a_failure_names_its_launch_once() -> None:
+    plain = msg("run.job_oom", "oom")
+    assert str(in_launch(plain, 1, 1)) == "With 1 rank: oom"
+    assert str(in_launch(plain, 2, 4)) == "As a 2-node job (4 ranks): oom"
+    named = msg("launch.multinode_ok", "As a {nodes}-node job ({world} ranks)", nodes=2, world=4)
+    assert in_launch(named, 2, 4) == named

@@ -191,6 +191,45 @@ def test_drafts_round_trip_and_stay_private(
     assert client.get(path, headers=auth).status_code == 404
 
 
+def test_a_draft_edited_from_a_stale_version_is_refused_not_overwritten(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    """Two devices: the phone edited offline from version 1 while the laptop saved version 2."""
+    path = f"/api/v1/drafts/{EXERCISE}"
+    first = client.put(path, json={"code": "print(1)\n"}, headers=auth).json()
+    laptop = client.put(
+        path, json={"code": "print(2)\n", "base_updated_at": first["updated_at"]}, headers=auth
+    )
+    assert laptop.status_code == 200, laptop.text
+    phone = client.put(
+        path, json={"code": "print(3)\n", "base_updated_at": first["updated_at"]}, headers=auth
+    )
+    assert phone.status_code == 409, phone.text
+    assert phone.json()["code"] == "draft_conflict"
+    assert client.get(path, headers=auth).json()["code"] == "print(2)\n"  # nothing lost
+    # Same code as the server holds: no conflict. Chosen "keep mine": saved from the new base.
+    same = {"code": "print(2)\n", "base_updated_at": first["updated_at"]}
+    assert client.put(path, json=same, headers=auth).status_code == 200
+    latest = client.get(path, headers=auth).json()["updated_at"]
+    mine = {"code": "print(3)\n", "base_updated_at": latest}
+    assert client.put(path, json=mine, headers=auth).status_code == 200
+    assert client.get(path, headers=auth).json()["code"] == "print(3)\n"
+    # Without a base (older clients), a save is unconditional, as before.
+    assert client.put(path, json={"code": "print(4)\n"}, headers=auth).status_code == 200
+
+
+def test_the_editor_asks_for_a_draft_without_a_failed_request(
+    client: TestClient, auth: dict[str, str]
+) -> None:
+    exercise = "ddp-fundamentals/train"
+    path = f"/api/v1/drafts/{exercise}?missing=empty"
+    empty = client.get(path, headers=auth)
+    assert empty.status_code == 204 and empty.content == b""
+    client.put(f"/api/v1/drafts/{exercise}", json={"code": "print(3)\n"}, headers=auth)
+    assert client.get(path, headers=auth).json()["code"] == "print(3)\n"
+    assert client.get(f"{path[:-5]}nope", headers=auth).status_code == 422
+
+
 class ExpectingBackend:
     """Records what the draft routes tell the grading backend."""
 

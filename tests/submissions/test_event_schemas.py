@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from app.submissions.event_schemas import LaunchEvent, OutputEvent, QueuedEvent, StatusEvent
-from grader.stages import launch_event
+from grader.contract import GradeEvent
+from grader.stages import launch_event, tag_launch
 from tests.grader.test_stages import Plan
 
 EVENTS_PATH = "/api/v1/submissions/{submission_id}/events"
@@ -30,3 +31,18 @@ def test_the_grader_s_launch_event_has_the_documented_shape() -> None:
     StatusEvent.model_validate({"status": "checking", "attempt": 1})
     OutputEvent.model_validate({"rank": 1, "line": "hi", "world_size": 2, "attempt": 1})
     QueuedEvent.model_validate({"position": 3, "attempt": 1})
+
+
+def test_an_output_event_says_which_launch_it_belongs_to(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    stream = document["paths"][EVENTS_PATH]["get"]["responses"]["200"]["content"]
+    output = stream["text/event-stream"]["x-sse-events"]["output"]
+    assert "launch" in output["properties"]
+    assert "launch" in output["properties"]["launch"]["description"]
+    # What the grader sends for launch 2 (the restarted run after its reference, same size).
+    seen: list[GradeEvent] = []
+    tag_launch(seen.append, 2)(
+        GradeEvent(kind="output", rank=0, data={"line": "x", "world_size": 2})
+    )
+    sent = OutputEvent.model_validate({**seen[0].data, "rank": 0, "attempt": 1})
+    assert sent.launch == 2

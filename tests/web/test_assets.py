@@ -49,13 +49,24 @@ def test_unversioned_or_uncompressed_requests_revalidate(client: TestClient) -> 
     assert plain.content == (REPO_ROOT / "static/css/site.css").read_bytes()
 
 
+# Every lesson page's scripts, visitor or learner: the offline client and the progress recorder
+# too (a visitor's steps and answers are kept on the device until they sign up or in).
+LESSON_PAGE_SCRIPTS = [
+    "js/rdv-client.js",
+    "js/pwa.js",
+    "js/progress.js",
+    "js/lesson.js",
+    "js/coach.js",
+]
+
+
 def scripts_of(page: str) -> list[str]:
     return re.findall(r'<script src="/static/([^"?]+)\?v=[0-9a-f]{12}" defer>', page)
 
 
 def test_a_visitor_gets_the_starter_read_only_and_no_editor(client: TestClient) -> None:
     page = client.get("/lessons/ddp-fundamentals").text
-    assert scripts_of(page) == ["js/lesson.js", "js/coach.js"]
+    assert scripts_of(page) == LESSON_PAGE_SCRIPTS
     assert "submissions.css" not in page and "<textarea" not in page
     preview = re.search(r'<section class="exercise-preview" id="ex-train".*?</section>', page, re.S)
     assert preview is not None
@@ -79,9 +90,7 @@ def test_a_learner_s_lesson_page_loads_each_script_once_editor_last(client: Test
     browser_sign_up(client)
     page = client.get("/lessons/ddp-fundamentals").text
     assert scripts_of(page) == [
-        "js/progress.js",
-        "js/lesson.js",
-        "js/coach.js",
+        *LESSON_PAGE_SCRIPTS,
         "vendor/codemirror.js",
         "js/submit.js",
     ]

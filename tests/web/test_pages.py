@@ -117,23 +117,32 @@ class TestWithFixtureLessons:
         assert "Step 2 of 5" in page
         assert 'href="/lessons/second-lesson?step=1#steps"' in page  # previous
         assert 'href="/lessons/second-lesson?step=3#steps"' in page  # next
-        assert re.search(r'data-step-nav="after"[^>]*\bhidden>', page)  # not before the end
+        assert 'data-step-nav="after"' not in page  # the last lesson: nothing after its cards
 
         # After the steps comes the quick check, one question per card, in the same sequence.
         third = get_page(client, "/lessons/second-lesson", "en", params={"step": 3}).text
         assert 'href="/lessons/second-lesson?step=4#steps"' in third
-        last = get_page(client, "/lessons/second-lesson", "en", params={"step": 99}).text
-        assert "Step 4 of 5" in last
-        assert not re.search(r'id="quiz-card-count"[^>]*\bhidden>', last)
-        assert re.search(r'id="step-three"[^>]*\bhidden>', last)
-        assert "Quick check: question 1 of 1" in last
+        fourth = get_page(client, "/lessons/second-lesson", "en", params={"step": 4}).text
+        assert "Step 4 of 5" in fourth
+        assert not re.search(r'id="quiz-card-count"[^>]*\bhidden>', fourth)
+        assert re.search(r'id="step-three"[^>]*\bhidden>', fourth)
+        assert "Quick check: question 1 of 1" in fourth
         # Its form comes back to its own card without JavaScript.
-        assert 'action="/lessons/second-lesson/quiz/count?step=4#quiz-count"' in last
-        # The last card does not dead-end: the sequence goes on to the exercise.
-        assert re.search(r'rel="next"[^>]*\n?[^>]*\bhidden>', last)
-        assert re.search(r'data-step-nav="after" href="#exercises">\s*Exercises', last)
-        assert not re.search(r'data-step-nav="after"[^>]*\bhidden>', last)
-        assert 'data-step-index="5"' in last and "Step 5 of 5" in last  # the exercise's part
+        assert 'action="/lessons/second-lesson/quiz/count?step=4#quiz-count"' in fourth
+        # Then the exercise, a card of the sequence like the others (the last one here).
+        last = get_page(client, "/lessons/second-lesson", "en", params={"step": 99}).text
+        assert "Step 5 of 5" in last
+        assert re.search(r'id="quiz-card-count"[^>]*\bhidden>', last)
+        assert re.search(r'id="exercise-hello"[^>]*data-step-index="5"', last)
+        assert not re.search(r'id="exercise-hello"[^>]*\bhidden>', last)
+
+        # In the first lesson the last card leads on to the next lesson.
+        first = get_page(client, "/lessons/first-steps", "en", params={"step": 99}).text
+        assert re.search(r'rel="next"[^>]*\n?[^>]*\bhidden>', first)
+        assert re.search(
+            r'data-step-nav="after" href="/lessons/second-lesson" data-next-lesson>\s*Next lesson',
+            first,
+        )
 
     def test_a_question_link_opens_its_card(self, client: TestClient) -> None:
         page = get_page(client, "/lessons/second-lesson", "en", params={"question": "count"}).text

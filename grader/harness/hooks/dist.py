@@ -121,7 +121,9 @@ def install(tracer: Tracer) -> None:
                 )
                 raise
             try:
-                backend = str(dist.get_backend())
+                # A group made without a backend answers "undefined" to get_backend(); its config
+                # names the backend per device ("cpu:gloo,cuda:nccl" on a GPU build).
+                backend = str(dist.get_backend_config())
             except Exception:
                 backend = None
             tracer.record(

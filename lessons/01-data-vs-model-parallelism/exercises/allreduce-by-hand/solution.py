@@ -44,17 +44,21 @@ def shard_indices(epoch: int, rank: int, world_size: int) -> torch.Tensor:
 
 def broadcast_parameters(model: nn.Module) -> None:
     """Start every replica from rank 0's weights."""
-    for p in model.parameters():
-        dist.broadcast(p.data, src=0)
+    with torch.no_grad():  # an in-place copy into parameters autograd must not record
+        for p in model.parameters():
+            dist.broadcast(p, src=0)
 
 
 def average_gradients(model: nn.Module) -> None:
     """Replace each local gradient by the mean of that gradient over all ranks."""
     world_size = dist.get_world_size()
     for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-            p.grad.div_(world_size)
+        # A parameter this rank did not use has no gradient: all-reduce zeros for it (as DDP
+        # does), so every rank makes the same calls whatever its own graph was.
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        p.grad.div_(world_size)
 
 
 def in_sync(model: nn.Module) -> bool:

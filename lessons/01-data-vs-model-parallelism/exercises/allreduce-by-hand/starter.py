@@ -51,8 +51,9 @@ def broadcast_parameters(model: nn.Module) -> None:
 
 def average_gradients(model: nn.Module) -> None:
     """Replace each local gradient by the mean of that gradient over all ranks."""
-    # TODO: for every parameter that has a gradient, sum it over all ranks in place
-    # with one collective, then turn the sum into a mean.
+    # TODO: for every parameter, sum its gradient over all ranks in place with one
+    # collective, then turn the sum into a mean. (A parameter with no gradient on this rank
+    # gets zeros first, so that every rank makes the same calls.)
 
 
 def in_sync(model: nn.Module) -> bool:

@@ -1,4 +1,9 @@
-"""Distributed evaluation, exact despite padding. Run: torchrun --standalone --nproc-per-node 2 main.py"""
+"""Distributed evaluation, exact despite padding, on GPUs (NCCL) and CPUs (gloo).
+
+Run it: torchrun --standalone --nproc-per-node 3 main.py (3 ranks: the padding shows)
+"""
+
+import os
 
 import torch
 import torch.distributed as dist
@@ -31,7 +36,7 @@ def trained_model() -> nn.Module:
     return model.eval()
 
 
-def evaluate(model: nn.Module, dataset: TensorDataset) -> None:
+def evaluate(model: nn.Module, dataset: TensorDataset, device: torch.device) -> None:
     rank, world_size = dist.get_rank(), dist.get_world_size()
     # Rank r gets positions r, r + world_size, ... of the index list; without shuffling, the
     # padding (repeats of the first indices) fills the positions past the dataset's end, so it
@@ -43,20 +48,35 @@ def evaluate(model: nn.Module, dataset: TensorDataset) -> None:
     with torch.no_grad():
         for x, y in loader:
             keep = max(0, min(len(y), own - total))  # drop the padded tail
-            predicted = model(x[:keep]).argmax(dim=1)
-            correct += int((predicted == y[:keep]).sum())
+            x, y = x[:keep].to(device), y[:keep].to(device)
+            predicted = model(x).argmax(dim=1)
+            correct += int((predicted == y).sum())
             total += keep
     # Sums and counts add up exactly; dividing only at the end gives the whole dataset's accuracy.
-    counts = torch.tensor([correct, total], dtype=torch.int64)
+    # On the device: under NCCL a CPU tensor cannot be all-reduced.
+    counts = torch.tensor([correct, total], dtype=torch.int64, device=device)
     dist.all_reduce(counts, op=dist.ReduceOp.SUM)
     if rank == 0:
         print(f"accuracy={counts[0].item() / counts[1].item()}", flush=True)
 
 
+def setup() -> torch.device:
+    """Join the process group and pick this process's device from the machine."""
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        backend = "nccl"  # NCCL all-reduces CUDA tensors only
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+    return device
+
+
 def main() -> None:
-    dist.init_process_group("gloo")
+    device = setup()
     try:
-        evaluate(trained_model(), make_data(TEST_SAMPLES, seed=2))
+        evaluate(trained_model().to(device), make_data(TEST_SAMPLES, seed=2), device)
     finally:
         dist.destroy_process_group()
 

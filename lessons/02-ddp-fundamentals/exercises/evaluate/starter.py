@@ -1,10 +1,12 @@
 """Evaluate a trained model with every rank working on its own shard of the test set.
 
-Run it: torchrun --standalone --nproc-per-node 2 main.py
+Run it: torchrun --standalone --nproc-per-node 3 main.py (3 ranks: the padding shows)
 Right now every process evaluates the whole test set and every process prints the accuracy.
 Make each rank evaluate only its shard and rank 0 alone print `accuracy=<value>`, exactly the
 accuracy one process computes over the whole test set.
 """
+
+import os
 
 import torch
 import torch.distributed as dist
@@ -37,24 +39,39 @@ def trained_model() -> nn.Module:
     return model.eval()
 
 
-def evaluate(model: nn.Module, dataset: TensorDataset) -> None:
+def evaluate(model: nn.Module, dataset: TensorDataset, device: torch.device) -> None:
     # TODO: give each rank its own shard (a DistributedSampler with shuffle=False, say).
     loader = DataLoader(dataset, batch_size=BATCH_SIZE)
     correct = total = 0
     with torch.no_grad():
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             predicted = model(x).argmax(dim=1)
             # TODO: leave out the samples the sampler repeated to pad the last shard.
             correct += int((predicted == y).sum())
             total += len(y)
-    # TODO: combine every rank's counts, then only rank 0 prints the accuracy.
+    # TODO: combine every rank's counts (in a tensor on `device`: NCCL all-reduces CUDA tensors
+    # only), then only rank 0 prints the accuracy.
     print(f"accuracy={correct / total}", flush=True)
 
 
+def setup() -> torch.device:
+    """Join the process group and pick this process's device from the machine."""
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+        backend = "nccl"  # NCCL all-reduces CUDA tensors only
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+    return device
+
+
 def main() -> None:
-    dist.init_process_group("gloo")
+    device = setup()
     try:
-        evaluate(trained_model(), make_data(TEST_SAMPLES, seed=2))
+        evaluate(trained_model().to(device), make_data(TEST_SAMPLES, seed=2), device)
     finally:
         dist.destroy_process_group()
 

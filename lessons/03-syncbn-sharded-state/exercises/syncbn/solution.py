@@ -1,10 +1,11 @@
 """BatchNorm statistics across ranks with SyncBatchNorm, converted before the DDP wrap.
 
 Run: torchrun --standalone --nproc-per-node 2 main.py (on GPUs)
-The conversion is part of the model, not of the device: it happens on every device. PyTorch
-implements SyncBatchNorm for GPUs only, so a plain CPU run of this file stops at the DDP wrap
-("SyncBatchNorm layers only work with GPU modules"); Rendezvous's CPU workers run SyncBatchNorm
-layers as per-rank BatchNorm, so the program is graded there too.
+In this course the conversion happens on every device: that is the grading convention (real
+code converts when it trains on GPUs, often behind a flag). PyTorch implements SyncBatchNorm for
+GPUs only, so a plain CPU run of this file stops at the DDP wrap ("SyncBatchNorm layers only work
+with GPU modules"); Rendezvous's CPU workers run SyncBatchNorm layers as per-rank BatchNorm, so
+the program is graded there too.
 """
 
 import os

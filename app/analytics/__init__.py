@@ -1,0 +1,1 @@
+"""Instructor analytics: where learners stop, which checks stop them, which distractors win."""

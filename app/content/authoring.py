@@ -1,0 +1,255 @@
+"""Authoring commands: `new-exercise LESSON ID` scaffolds an exercise (its entry in
+lesson.yaml, a starter and a solution) and `check-exercise ID` grades its solution (must pass)
+and its starter (must fail), and lists the texts each language still lacks. docs/authoring.md
+walks an author through both.
+
+Grading goes through the app's grading seam (`app.submissions.backends.real_grade`, what the
+in-process backend runs), with the spec read from the lesson file, so an exercise is judged
+here exactly as a learner's submission would be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import uuid
+from pathlib import Path
+
+from app.content import staleness
+from app.content.loader import (
+    LESSON_FILE,
+    LoadedLesson,
+    Problem,
+    display_path,
+    load_lesson,
+    parse_model,
+)
+from app.content.schemas import SLUG_PATTERN, Lesson
+from grader.contract import Job, Result
+
+COMMANDS = ("new-exercise", "check-exercise")
+LOCALES = ("en", *staleness.TRANSLATED_LOCALES)
+
+STARTER = '''"""{title}: the learner starts from this file. Run it with
+torchrun --nproc-per-node=2 main.py"""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    # TODO: join the process group (the backend that fits the machine), then do the work
+    rank = int(os.environ.get("RANK", 0))
+    print(f"rank {{rank}}: tensor {{torch.ones(1).item()}}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+SOLUTION = '''"""{title}: the reference solution (never shown to learners; it must pass)."""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        rank = dist.get_rank()
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        print(f"rank {{rank}} of {{dist.get_world_size()}}: {{total.item()}}")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    assert "RANK" in os.environ, "run me with torchrun"
+    main()
+'''
+
+ENTRY = """  - id: {slug}
+    title:
+      en: {title}
+    prompt:
+      en: |
+        TODO: say what the learner must make the program do, and how it is judged.
+    grading:
+      checks: [run.completed, dist.init, dist.cleanup]
+      launch:
+        world_sizes: [2, 1]
+      limits:
+        wall_seconds: 120
+    hint_levels:
+{hints}"""
+
+HINTS = """      {check}:
+        nudge:
+          en: "TODO: a question that points at what to look at when {check} fails"
+        pointer:
+          en: "TODO: which call or idea is wrong"
+        fix:
+          en: "TODO: what to change on the learner's own line"
+"""
+SCAFFOLD_CHECKS = ("run.completed", "dist.init", "dist.cleanup")
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    new = sub.add_parser("new-exercise", help="scaffold an exercise: lesson.yaml entry, files")
+    new.add_argument("lesson", help="the lesson id, e.g. ddp-fundamentals")
+    new.add_argument("id", help="the exercise id inside the lesson, e.g. all-gather")
+    new.add_argument("--lessons-dir", type=Path, default=None)
+    check = sub.add_parser(
+        "check-exercise", help="grade the solution (must pass) and the starter (must fail)"
+    )
+    check.add_argument("id", help="the full exercise id, e.g. ddp-fundamentals/all-gather")
+    check.add_argument("--lessons-dir", type=Path, default=None)
+
+
+def run(args: argparse.Namespace, lessons_dir: Path) -> int:
+    if args.command == "new-exercise":
+        return new_exercise(lessons_dir, args.lesson, args.id)
+    return check_exercise(lessons_dir, args.id)
+
+
+def _lesson_dir(lessons_dir: Path, lesson_id: str) -> Path | None:
+    found = sorted(lessons_dir.glob(f"[0-9][0-9]-{lesson_id}/{LESSON_FILE}"))
+    return found[0].parent if found else None
+
+
+def new_exercise(lessons_dir: Path, lesson_id: str, slug: str) -> int:
+    """Write exercises/<id>/{starter,solution}.py and append the entry to lesson.yaml."""
+    directory = _lesson_dir(lessons_dir, lesson_id)
+    if directory is None:
+        print(f"There is no lesson {lesson_id!r} in {display_path(lessons_dir)}.", file=sys.stderr)
+        return 2
+    if not re.fullmatch(SLUG_PATTERN, slug) or len(slug) > 64:
+        print(f"{slug!r} is not an id: use lower-case words joined by -.", file=sys.stderr)
+        return 2
+    folder = directory / "exercises" / slug
+    lesson_file = directory / LESSON_FILE
+    text = lesson_file.read_text(encoding="utf-8")
+    if folder.exists() or re.search(rf"^\s*- id: {re.escape(slug)}\s*$", text, re.M):
+        print(f"{lesson_id}/{slug} exists already; pick another id.", file=sys.stderr)
+        return 2
+    title = slug.replace("-", " ").capitalize()
+    hints = "".join(HINTS.format(check=check) for check in SCAFFOLD_CHECKS)
+    entry = ENTRY.format(slug=slug, title=title, hints=hints)
+    top_level_keys = re.findall(r"^([a-z_]+):", text, re.M)
+    if "exercises" in top_level_keys and top_level_keys[-1] != "exercises":
+        print(
+            f"{display_path(lesson_file)}: `exercises:` is not its last key; add this entry "
+            f"under it yourself:\n\n{entry}",
+            file=sys.stderr,
+        )
+        return 2
+    folder.mkdir(parents=True)
+    (folder / "starter.py").write_text(STARTER.format(title=title), encoding="utf-8")
+    (folder / "solution.py").write_text(SOLUTION.format(title=title), encoding="utf-8")
+    prefix = "" if text.endswith("\n") else "\n"
+    if "exercises" not in top_level_keys:
+        prefix += "exercises:\n"
+    lesson_file.write_text(text + prefix + entry, encoding="utf-8")
+    print(f"{display_path(lesson_file)}: added exercise {lesson_id}/{slug}")
+    print(f"{display_path(folder)}/starter.py, solution.py: written")
+    print(
+        "Next: write the prompt and the title, choose the checks (docs/authoring.md), make the "
+        f"solution pass and the starter fail, then: python -m app.content check-exercise "
+        f"{lesson_id}/{slug}"
+    )
+    return 0
+
+
+def _find(lessons_dir: Path, exercise_id: str) -> tuple[LoadedLesson, str, list[Problem]] | None:
+    """The exercise's lesson, with its problems: a lesson that `validate` refuses (untranslated
+    hint levels, say) is still read when its model parses, so the author can grade first and
+    translate after."""
+    lesson_id, _, slug = exercise_id.partition("/")
+    directory = _lesson_dir(lessons_dir, lesson_id)
+    if directory is None:
+        return None
+    loaded, problems = load_lesson(directory)
+    if loaded is None:
+        lesson = parse_model(Lesson, directory / LESSON_FILE)[0]
+        if lesson is None:
+            return None
+        number = int(directory.name[:2])
+        stale = staleness.stale_fields(lesson, staleness.read(directory))
+        loaded = LoadedLesson(lesson, number, directory, directory / LESSON_FILE, {}, stale)
+    if all(item.id != slug for item in loaded.lesson.exercises):
+        return None
+    return loaded, slug, problems
+
+
+def _grade(loaded: LoadedLesson, slug: str, file: str) -> Result:
+    from app.submissions.backends import real_grade  # the grading seam the app's backend uses
+
+    exercise = next(item for item in loaded.lesson.exercises if item.id == slug)
+    code = (loaded.exercise_dir(slug) / file).read_text(encoding="utf-8")
+    job = Job(
+        exercise=f"{loaded.id}/{slug}",
+        code=code,
+        spec=exercise.grading,
+        submission_id=f"check-exercise-{uuid.uuid4().hex[:8]}",
+    )
+    return real_grade(job)
+
+
+def _failed(result: Result) -> str:
+    return ", ".join(check.id for check in result.checks if check.status == "fail") or "none"
+
+
+def missing_texts(loaded: LoadedLesson, slug: str) -> dict[str, list[str]]:
+    """locale -> the exercise's fields with no translation there, or a stale one."""
+    exercise = next(item for item in loaded.lesson.exercises if item.id == slug)
+    missing: dict[str, list[str]] = {locale: [] for locale in staleness.TRANSLATED_LOCALES}
+    for path, text in staleness.text_fields(exercise, f"exercises.{slug}"):
+        for locale in missing:
+            if text.get(locale) is None:
+                missing[locale].append(path)
+            elif path in loaded.stale.get(locale, ()):
+                missing[locale].append(f"{path} (stale)")
+    return missing
+
+
+def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
+    """Exit 0: the solution passed, the starter failed and the lesson validates; 1: any of
+    these did not; 3: the grader itself failed (a platform error); 2: no such exercise."""
+    found = _find(lessons_dir, exercise_id)
+    if found is None:
+        print(
+            f"No exercise {exercise_id!r} in {display_path(lessons_dir)} (an id is "
+            "<lesson id>/<exercise id>; `python -m app.content validate` shows a lesson file "
+            "that does not parse).",
+            file=sys.stderr,
+        )
+        return 2
+    loaded, slug, problems = found
+    status = 0
+    for file, wanted in (("solution.py", "pass"), ("starter.py", "fail")):
+        print(f"{exercise_id}: grading {file} ...", flush=True)
+        result = _grade(loaded, slug, file)
+        if result.status == "error":
+            print(f"  the grader failed (not the program): {result.error}")
+            return 3
+        verdict = f"{result.status}: {result.summary}"
+        if result.status == "fail":
+            verdict += f" (failed checks: {_failed(result)})"
+        ok = result.status == wanted
+        print(f"  {verdict}: {'as it must' if ok else f'it must {wanted}'}")
+        status = status or (0 if ok else 1)
+    for locale, paths in missing_texts(loaded, slug).items():
+        print(f"{exercise_id}: texts missing in {locale}: {len(paths) or 'none'}")
+        for path in paths:
+            print(f"  {path}")
+    if problems:
+        print(f"{exercise_id}: not ready: `validate` refuses the lesson until these are fixed:")
+        for problem in problems:
+            print(f"  {problem}")
+    return status or (1 if problems else 0)
