@@ -355,6 +355,10 @@ class Save(Event):
 
     KIND = "save"
     path: str | None = None  # absolute; None for a buffer or an unnamed file object
+    # Where it went: "path" (a file name), "file" (a file object open on disk), "memory" (an
+    # io.BytesIO or another object that is no file: serialisation, not a write to storage),
+    # "dcp" (a torch.distributed.checkpoint writer; `path` is its checkpoint directory).
+    target: str = "path"
     line: int | None = None
     ok: bool = False  # the hook always writes it: a save not known to have completed did not
     error: str | None = None
@@ -443,13 +447,16 @@ class Fault(Event):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Replay(Event):
-    """Rank 0's replay of the first optimizer step (`grader.harness.replay`): the gradient every
-    rank's micro-steps say it should have used against the one it used. Per-rank maps are keyed
-    by the rank as a string (they went through JSON)."""
+    """Rank 0's replay of one sampled optimizer step (`grader.harness.replay`; one event per
+    window, in step order): the gradient every rank's micro-steps say it should have used against
+    the one it used. Per-rank maps are keyed by the rank as a string (they went through JSON)."""
 
     KIND = "replay"
     status: str = ""  # "ok", "zero_gradient" or "unavailable" (see `reason`)
     reason: str | None = None
+    step: int = 1  # rank 0's optimizer step that ended the window (1 = the first)
+    # The window's first backward began with gradients of an earlier step still there.
+    carried: bool = False
     world_size: int | None = None
     rel_error: float = 0.0  # |after-backward - expected| / |expected|
     ratio: float = 1.0  # the after-backward gradient as a multiple of the expected one
@@ -462,6 +469,9 @@ class Replay(Event):
     # (the factors put on the loss), and the constant factor applied last before backward.
     loss_scales: dict[str, list[list[float]]] = dataclasses.field(default_factory=dict)
     root_scales: dict[str, list[float | None]] = dataclasses.field(default_factory=dict)
+    # Per rank, per micro-step: how much of one mean loss it back-propagated (1 for a mean; the
+    # sum of a window's is 1 when the step is the window's mean; `grader.harness.loss_weight`).
+    loss_weights: dict[str, list[float | None]] = dataclasses.field(default_factory=dict)
     backward_lines: dict[str, list[int | None]] = dataclasses.field(default_factory=dict)
     amp_scale: float | None = None  # rank 0's GradScaler scale, when one scaled the loss
     # The optimizer's gradient as a multiple of the after-backward one, and whether it lies on
@@ -473,11 +483,23 @@ class Replay(Event):
     # of its unscaled loss (`grader.harness.micro_mean`): "ok" or "unavailable".
     mean_status: str = ""
     micro_total: int = 0
+    loss_weight: float = 0.0  # the sum over every micro-step of every rank (GradScaler included)
     mean_rel_error: float = 0.0
     mean_ratio: float = 1.0
     mean_cosine: float = 1.0
     norm_mean: float = 0.0
     norm_stepped: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HandCarry(Event):
+    """A program that averages by hand began its first backward after its first update: whether
+    the gradients of that update were still there (nothing cleared them), so that every later
+    update would add up all earlier gradients (`grader.harness.hooks.allreduce`)."""
+
+    KIND = "hand_carry"
+    carried: bool = False
+    line: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

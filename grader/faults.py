@@ -80,8 +80,9 @@ def first_snapshot(ranks: list[RankView]) -> tuple[int, str | None] | None:
                 if saved:
                     break
                 steps += 1
-            elif isinstance(e, Save) and e.ok and e.model_state:
-                saved, path = True, e.path  # the first model save's own path
+            elif isinstance(e, Save) and e.ok and e.model_state and e.target != "memory":
+                # The first model save to storage (an io.BytesIO is no snapshot), its own path.
+                saved, path = True, e.path
             elif isinstance(e, Rename) and saved and e.src == path:
                 path = e.dst
         if saved:

@@ -53,7 +53,9 @@ class ReportQuery:
         return urlencode(query)
 
 
-DAY = r"^(\d{4}-\d{2}-\d{2})?$"  # empty: no bound (the page's form sends empty date fields)
+# Empty: no bound (the page's form sends empty date fields). A day the calendar lacks
+# (2026-02-30) still passes the pattern and is refused with invalid_date.
+DAY = r"^(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))?$"
 BAD_DAY = N_("{name}: give a day as YYYY-MM-DD, e.g. 2026-12-01.")
 
 

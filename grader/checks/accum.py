@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.checks.replayed import first_step_only, step_list
 from grader.events import AccumStep, Replay, Step
-from grader.i18n import msg
+from grader.i18n import Message, msg
 
 MEAN_TOLERANCE = 0.02  # relative; a loss not divided by k is off by (k - 1) * 100%
 
@@ -145,10 +146,10 @@ def accum_one_allreduce(run: RunView, params: dict[str, Any]) -> Outcome:
 )
 def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
     rank0 = run.rank(0)
-    replay = rank0.first_typed(Replay) if rank0 else None
+    replays = rank0.typed(Replay) if rank0 else []
     step = rank0.first_typed(Step) if rank0 else None
     line = step.line if step else None
-    if replay is None:
+    if not replays:
         replayed = msg("accum.reached_replay", "rank 0's first step could be replayed")
         return run.not_reached(replayed) or failed(
             msg(
@@ -156,7 +157,9 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
                 "Rank 0 did not report its first step (is the model wrapped in DDP?).",
             )
         )
-    if replay.status != "ok" or replay.mean_status != "ok":
+    judged = [r for r in replays if r.status == "ok" and r.mean_status == "ok"]
+    if not judged:
+        replay = replays[0]
         reason = replay.reason or msg(
             "accum.loss_unknown", "the loss of a micro-batch could not be identified"
         )
@@ -167,49 +170,95 @@ def accum_grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
                 reason=reason,
             )
         )
-    micro = int(replay.micro_total)
+    for replay in judged:
+        if (why := _off_mean(replay)) is not None:
+            return failed(_not_mean(run, replay, line, why), rank=0, line=line)
+    rel = max(float(r.mean_rel_error) for r in judged)
+    if first_step_only(judged):
+        return passed(
+            msg(
+                "accum.mean_ok",
+                "The first step used the mean gradient of the {micro} micro-batches of all ranks "
+                "(replayed in one process; difference {rel:.1e}).",
+                micro=int(judged[0].micro_total),
+                rel=rel,
+            )
+        )
+    return passed(
+        msg(
+            "accum.mean_ok_steps",
+            "Each of the {n} optimizer steps replayed (steps {steps}) used the mean gradient over "
+            "the samples of its micro-batches on all ranks (replayed in one process; largest "
+            "difference {rel:.1e}).",
+            n=len(judged),
+            steps=step_list(judged),
+            rel=rel,
+        )
+    )
+
+
+def _off_mean(replay: Replay) -> Message | None:
+    """Why a replayed step did not use the mean gradient over its window; None when it did."""
     rel, ratio = float(replay.mean_rel_error), float(replay.mean_ratio)
     clipped = bool(replay.clipped)
     # Clipping rescales the step on purpose: then only its direction is judged.
     off = 1.0 - float(replay.mean_cosine) > 1e-4 if clipped else rel > MEAN_TOLERANCE
-    if off:
-        if not clipped and abs(ratio - round(ratio)) < 0.02 * ratio and round(ratio) > 1:
-            why = msg(
-                "accum.why_summed",
-                "the step was {ratio:.3g}× too large: the micro-batch gradients were summed, "
-                "not averaged",
-                ratio=ratio,
-            )
-        elif not clipped and ratio > 0 and abs(1 / ratio - round(1 / ratio)) < 0.02 / ratio:
-            why = msg(
-                "accum.why_divided",
-                "the step was {factor:.3g}× too small: something divided it once more",
-                factor=1 / ratio,
-            )
-        else:
-            why = msg("accum.why_differ", "they differ by {rel:.0%}", rel=rel)
-        return failed(
-            msg(
-                "accum.not_mean",
-                "In your run, rank 0's first optimizer step {at} used a gradient of norm "
-                "{stepped:.4g}; the mean of the {micro} micro-batch gradients of all ranks "
-                "(replayed in one process, each from its own unscaled loss) has norm "
-                "{mean:.4g}: {why}.",
-                at=run.at(line),
-                stepped=float(replay.norm_stepped),
-                micro=micro,
-                mean=float(replay.norm_mean),
-                why=why,
-            ),
-            rank=0,
-            line=line,
+    if not off:
+        return None
+    if replay.carried:
+        return msg(
+            "accum.why_carried",
+            "the gradients of the previous optimizer step were still there when this window's "
+            "first backward began (clear them with optimizer.zero_grad() after every step), so "
+            "this step added them to its own",
         )
-    return passed(
-        msg(
-            "accum.mean_ok",
-            "The first step used the mean gradient of the {micro} micro-batches of all ranks "
-            "(replayed in one process; difference {rel:.1e}).",
-            micro=micro,
-            rel=rel,
+    if not clipped and abs(ratio - round(ratio)) < 0.02 * ratio and round(ratio) > 1:
+        return msg(
+            "accum.why_summed",
+            "the step was {ratio:.3g}× too large: the micro-batch gradients were summed, "
+            "not averaged",
+            ratio=ratio,
         )
+    if not clipped and ratio > 0 and abs(1 / ratio - round(1 / ratio)) < 0.02 / ratio:
+        return msg(
+            "accum.why_divided",
+            "the step was {factor:.3g}× too small: something divided it once more",
+            factor=1 / ratio,
+        )
+    parallel = 1.0 - float(replay.mean_cosine) < 1e-4
+    if not clipped and parallel and ratio > 0 and abs(ratio - 1) > 0.02:
+        return msg(
+            "accum.why_scaled",
+            "the step was {ratio:.3g}× the mean: the losses of the micro-batches were weighted "
+            "{ratio:.3g} in all instead of 1",
+            ratio=ratio,
+        )
+    return msg("accum.why_differ", "they differ by {rel:.0%}", rel=rel)
+
+
+def _not_mean(run: RunView, replay: Replay, line: int | None, why: Message) -> Message:
+    if replay.step == 1:
+        return msg(
+            "accum.not_mean",
+            "In your run, rank 0's first optimizer step {at} used a gradient of norm "
+            "{stepped:.4g}; the mean of the {micro} micro-batch gradients of all ranks "
+            "(replayed in one process, each from its own unscaled loss) has norm "
+            "{mean:.4g}: {why}.",
+            at=run.at(line),
+            stepped=float(replay.norm_stepped),
+            micro=int(replay.micro_total),
+            mean=float(replay.norm_mean),
+            why=why,
+        )
+    return msg(
+        "accum.later_step_not_mean",
+        "At optimizer step {step} rank 0's optimizer used a gradient of norm "
+        "{stepped:.4g}; the mean gradient over the samples of that step's {micro} micro-batches "
+        "on all ranks (replayed in one process from the weights it started with) has norm "
+        "{mean:.4g}: {why}.",
+        step=replay.step,
+        stepped=float(replay.norm_stepped),
+        micro=int(replay.micro_total),
+        mean=float(replay.norm_mean),
+        why=why,
     )

@@ -15,7 +15,7 @@ from grader.checks.base import (
     ranks_text,
     skipped,
 )
-from grader.events import CollectiveCall, DdpInit, HandGrads, Step, Weights
+from grader.events import CollectiveCall, DdpInit, HandCarry, HandGrads, Step, Weights
 from grader.i18n import Message, msg
 
 TOLERANCE = 1e-4  # relative; float32 sums of a few ranks agree to ~1e-7
@@ -180,6 +180,22 @@ def grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
             if err > worst[0]:
                 worst = (err, r.rank, j)
     if not bad:
+        carried = sorted((rank, e) for rank, e in run.typed(HandCarry) if e.carried)
+        if carried:
+            rank, e = carried[0]
+            return failed(
+                msg(
+                    "allreduce.carried",
+                    "The first step averaged the gradients, but on rank {rank} they were still "
+                    "there when the next backward pass began {where}: nothing cleared them after "
+                    "the update, so every later update adds up all the earlier gradients. Clear "
+                    "them after each update (optimizer.zero_grad(), or p.grad = None).",
+                    rank=rank,
+                    where=run.where(e.line),
+                ),
+                rank=rank,
+                line=e.line,
+            )
         return passed(
             msg(
                 "allreduce.grad_average_ok",

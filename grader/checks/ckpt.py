@@ -14,13 +14,37 @@ def _name(path: str | None) -> str:
     return os.path.basename(path) if path else msg("ckpt.file_object", "a file object")
 
 
+def _written(save: Save, path: str | None) -> str:
+    """Where a write went, for a message: the file's name, or the distributed checkpoint's
+    directory (a DCP writer)."""
+    if save.target == "dcp":
+        return msg("ckpt.dcp_dir", "the distributed checkpoint {dir}", dir=_name(path))
+    if save.target == "memory":
+        return msg("ckpt.memory_upload", "an io.BytesIO whose bytes the program wrote out itself")
+    return _name(path)
+
+
 def _times(n: int) -> Message:
     return msg("ckpt.once", "once") if n == 1 else msg("ckpt.n_times", "{n} times", n=n)
 
 
 def model_saves(run: RunView) -> list[tuple[int, Save]]:
-    """Every torch.save of the model, to a path, a file object or an in-memory buffer."""
-    return [(r, e) for r, e in run.typed(Save) if e.ok and e.model_state]
+    """Every write of the model to storage: torch.save to a path or to a file open on disk, and
+    DCP writers. Serialising into memory (io.BytesIO, to broadcast the state) writes nothing;
+    only when rank 0 wrote nothing else do its serialisations count, as an upload whose write
+    the program made itself (bytes written out, an object store)."""
+    saves = [(r, e) for r, e in run.typed(Save) if e.ok and e.model_state]
+    stored = [(r, e) for r, e in saves if e.target != "memory"]
+    if any(r == 0 for r, _ in stored):
+        return stored
+    return stored + [(r, e) for r, e in saves if r == 0 and e.target == "memory"]
+
+
+def _in_memory(run: RunView) -> list[int]:
+    """The ranks that serialised the model into memory (not counted as checkpoint writes)."""
+    return sorted(
+        {r for r, e in run.typed(Save) if e.ok and e.model_state and e.target == "memory"}
+    )
 
 
 def _final_place(run: RunView, rank: int, save: Save) -> tuple[str | None, int | None]:
@@ -46,7 +70,8 @@ def _final_place(run: RunView, rank: int, save: Save) -> tuple[str | None, int |
 )
 def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
     saves = model_saves(run)
-    others = [(r, e) for r, e in saves if r != 0]
+    # A DCP save is a collective: every rank writes its own shard of the one checkpoint.
+    others = [(r, e) for r, e in saves if r != 0 and e.target != "dcp"]
     if others:
         ranks = sorted({r for r, _ in others})
         rank, e = others[0]
@@ -63,7 +88,7 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         values = {
             "ranks": ranks_text(ranks),
-            "file": _name(final),
+            "file": _written(e, final),
             "times": _times(count),
             "rank": rank,
             "how": how,
@@ -101,20 +126,27 @@ def ckpt_rank0_only(run: RunView, params: dict[str, Any]) -> Outcome:
             ),
             rank=0,
         )
-    files = sorted({_name(_final_place(run, 0, e)[0]) for e in own})
+    files = sorted({_written(e, _final_place(run, 0, e)[0]) for e in own})
     saves_text = (
         msg("ckpt.one_save", "1 save")
         if len(own) == 1
         else msg("ckpt.n_saves", "{n} saves", n=len(own))
     )
-    return passed(
-        msg(
-            "ckpt.only_rank0",
-            "Only rank 0 wrote the model ({saves}: {files}).",
-            saves=saves_text,
-            files=", ".join(files[:3]),
-        )
+    text = msg(
+        "ckpt.only_rank0",
+        "Only rank 0 wrote the model ({saves}: {files}).",
+        saves=saves_text,
+        files=", ".join(files[:3]),
     )
+    if memory := [r for r in _in_memory(run) if r != 0]:
+        text = msg(
+            "ckpt.only_rank0_memory",
+            "{only} Not counted as a write: the model serialised into memory (an io.BytesIO, "
+            "no file) on {ranks}.",
+            only=text,
+            ranks=ranks_text(memory),
+        )
+    return passed(text)
 
 
 @check(

@@ -5,10 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import Outcome, RunView, check, failed, passed, skipped
+from grader.checks.replayed import (
+    GRAD_TOLERANCE,
+    averaged,
+    judge_later_step,
+    why_not_averaged,
+    with_zero_warning,
+    zero_gradient,
+)
 from grader.events import ClosureLoss, DdpForward, DdpInit, Replay, Step
 from grader.i18n import Message, msg
 
-GRAD_TOLERANCE = 0.02  # relative; the bugs this catches are off by 50% or more
 SUM_TOLERANCE = 1e-5
 FIRST_STEP = msg("ddp.reached_first_step", "the first optimizer step")
 
@@ -244,7 +251,7 @@ def _close(x: float, y: float) -> bool:
 )
 def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
     ranks0 = run.ranks[0] if run.ranks else None
-    replay = ranks0.first_typed(Replay) if ranks0 else None
+    replays = ranks0.typed(Replay) if ranks0 else []
     first_step = ranks0.first_typed(Step) if ranks0 else None
     line = first_step.line if first_step else None
     if not run.typed(DdpInit):
@@ -256,33 +263,39 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
                 "first step of a DDP model to replay.",
             )
         )
-    if replay is None:
+    if not replays:
         replayed = msg("ddp.reached_replay", "rank 0's first step could be replayed")
         return run.not_reached(replayed) or failed(
             msg("ddp.no_replay", "Rank 0 did not report its first step.")
         )
-    if replay.status == "zero_gradient" and not replay.norm_actual:
-        return failed(
-            msg(
-                "ddp.zero_gradient",
-                "In the first step the gradient of your loss was exactly zero for every "
-                "parameter on every rank, so this loss cannot train the model: whatever the "
-                "weights, it does not change. Is it computed from the model's output in a way "
-                "that depends on it? For example, cross_entropy over a single output column is "
-                "always 0 (use binary_cross_entropy_with_logits for one logit, or give the model "
-                "one output per class).",
-            ),
-            rank=0,
-            line=line,
-        )
-    if replay.status != "ok":
+    judged = [r for r in replays if r.status == "ok"]
+    # A zero gradient everywhere cannot show whether it was averaged (the PyTorch DDP tutorial's
+    # Linear(20, 1) under cross_entropy): judged on a later step with a gradient, else not judged.
+    zero = [r.step for r in replays if r.status == "zero_gradient" and not r.norm_actual]
+    if not judged:
+        if zero:
+            return skipped(zero_gradient(zero), rank=0, line=line)
         return skipped(
             msg(
                 "ddp.not_replayed",
                 "The first step could not be replayed: {reason}.",
-                reason=replay.reason,
+                reason=replays[0].reason,
             )
         )
+    for replay in judged:
+        outcome = (
+            _judge_first_step(run, replay, line)
+            if replay.step == 1
+            else judge_later_step(run, replay, line)
+        )
+        if outcome is not None:
+            return with_zero_warning(outcome, zero)
+    return with_zero_warning(averaged(run, judged), zero)
+
+
+def _judge_first_step(run: RunView, replay: Replay, line: int | None) -> Outcome | None:
+    """The first step, in detail: averaged by DDP, not summed again, not divided again, no loss
+    scaled by one over the world size. None when it is right."""
     world = replay.world_size if replay.world_size is not None else run.world_size
     rel, ratio = float(replay.rel_error), float(replay.ratio)
     if rel > GRAD_TOLERANCE:
@@ -294,7 +307,7 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
                 "process) has norm {expected:.4g}: {why}.",
                 actual=replay.norm_actual,
                 expected=replay.norm_expected,
-                why=_why_not_averaged(world, ratio, rel, replay.worst_param),
+                why=why_not_averaged(world, ratio, rel, replay.worst_param),
             ),
             rank=0,
             line=line,
@@ -351,39 +364,7 @@ def ddp_grad_average(run: RunView, params: dict[str, Any]) -> Outcome:
             return failed(
                 _world_scale_message(rank, scale, k, world, run.at(at)), rank=rank, line=at
             )
-    return passed(
-        msg(
-            "ddp.averaged",
-            "In the first step, every rank applied the average of the {world} ranks' gradients "
-            "(replayed in one process; difference {rel:.1e}).",
-            world=world,
-            rel=rel,
-        )
-    )
-
-
-def _why_not_averaged(world: int, ratio: float, rel: float, worst: str | None) -> Message:
-    """Why rank 0's first-step gradient is not the ranks' average, from how far off it is."""
-    if world > 1 and abs(ratio - world) < 0.05 * world:
-        return msg(
-            "ddp.why_summed",
-            "{ratio:.2f}× too large: the gradients were summed, not averaged",
-            ratio=ratio,
-        )
-    if world > 1 and abs(ratio * world - 1) < 0.05:
-        return msg(
-            "ddp.why_divided_again",
-            "{ratio:.2f}× too small: they were divided by the world size ({world}) again",
-            ratio=ratio,
-            world=world,
-        )
-    return msg(
-        "ddp.why_not_averaged",
-        "off by {percent:.0f}% (largest difference in '{param}'): the ranks' gradients were not "
-        "averaged by DDP",
-        percent=rel * 100,
-        param=worst,
-    )
+    return None
 
 
 def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str) -> Message:
@@ -418,23 +399,15 @@ def _world_scale_message(rank: int, scale: float, k: int, world: int, where: str
 def _world_scaled_loss(replay: Replay, world: int) -> tuple[int, float, int] | None:
     """A rank that scaled its loss by 1/world (or 1/(k*world) with k micro-steps) before backward.
 
-    Evidence, per micro-step of the first step: the gradient that reached the value a standard
-    loss function returned (when exactly one was called), else the constant factor applied last
-    to the tensor given to backward (`loss / world_size`).
+    Evidence, per micro-step of the first step: its loss weight (`grader.harness.loss_weight`),
+    else the gradient that reached the value a standard loss function returned (when exactly one
+    was called), else the constant factor applied last to the tensor given to backward
+    (`loss / world_size`).
     """
     micro = replay.micro_steps
-    roots = replay.root_scales
     for rank_s, per_micro in sorted(replay.loss_scales.items()):
-        scales = []
-        for i, found in enumerate(per_micro):
-            root = (roots.get(rank_s) or [None] * len(per_micro))[i]
-            if isinstance(found, list) and len(found) == 1:
-                scales.append(found[0])
-            elif root is not None:
-                # No standard loss, or several (0.5 * a + 0.5 * b is the learner's business):
-                # only the factor applied last to what went into backward counts.
-                scales.append(root)
-        if not scales or len(scales) != len(per_micro):
+        scales = _micro_scales(replay, rank_s, per_micro)
+        if scales is None:
             continue
         k = max(1, int(micro.get(rank_s, 1)))
         legit = (1.0, 1.0 / k)
@@ -443,6 +416,23 @@ def _world_scaled_loss(replay: Replay, world: int) -> tuple[int, float, int] | N
         if all(_close(s * world, 1.0) or _close(s * world * k, 1.0) for s in scales):
             return int(rank_s), scales[0], k
     return None
+
+
+def _micro_scales(replay: Replay, rank_s: str, per_micro: list[list[float]]) -> list[float] | None:
+    """Each micro-step's factor on the loss: its loss weight (1 for a mean, however the loss was
+    spelled), else the one standard loss's factor, else the constant applied last before
+    backward (no standard loss, or several: 0.5 * a + 0.5 * b is the learner's business)."""
+    weights = replay.loss_weights.get(rank_s) or []
+    if weights and all(w is not None for w in weights):
+        return [float(w) for w in weights if w is not None]
+    roots = replay.root_scales.get(rank_s) or [None] * len(per_micro)
+    scales = []
+    for found, root in zip(per_micro, roots, strict=False):
+        if isinstance(found, list) and len(found) == 1:
+            scales.append(found[0])
+        elif root is not None:
+            scales.append(root)
+    return scales if scales and len(scales) == len(per_micro) else None
 
 
 def _constant_across_world_sizes(run: RunView, per_mean: float) -> bool:
@@ -465,6 +455,9 @@ def _constant_across_world_sizes(run: RunView, per_mean: float) -> bool:
 
 
 def _first_scale(replay: Replay) -> float | None:
+    weights = replay.loss_weights.get("0") or []
+    if weights and weights[0] is not None:
+        return float(weights[0])
     per_micro = replay.loss_scales.get("0") or []
     roots = replay.root_scales.get("0") or []
     if per_micro and isinstance(per_micro[0], list) and len(per_micro[0]) == 1:

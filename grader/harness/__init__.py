@@ -22,5 +22,6 @@ def stack_name(rank: int, attempt: int) -> str:
     return f"stack-{rank}-a{attempt}.txt"
 
 
-def replay_name(rank: int) -> str:
-    return f"replay-{rank}.pt"
+def replay_name(rank: int, step: int = 1) -> str:
+    """The replay data of `rank` for the window that ends with its optimizer step `step`."""
+    return f"replay-{rank}-s{step}.pt"

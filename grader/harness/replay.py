@@ -1,46 +1,49 @@
-"""First-step replay: what the gradient of the first optimizer step should have been.
+"""Replay of optimizer steps: what the gradient of each sampled step should have been.
 
-Each rank records, for every forward through DDP before its first optimizer step, the inputs, its
-RNG state and the gradient that its backward sent into the forward's outputs (the cotangent, i.e.
-the learner's own loss as they back-propagated it). Rank 0, after the program, replays every
-rank's micro-steps one after the other on a copy of the model taken before the first step, averages
-the per-rank gradients, applies the learner's own clipping, and compares that with the gradient
-rank 0's optimizer actually used. A summed or twice-averaged gradient, or a step that never
-synchronised, shows as a ratio or an error; everything is reported as numbers in one event.
+Each rank records, for every forward through DDP in a sampled window (the forwards and backwards
+that lead to one optimizer step), the inputs, its RNG state and the gradient that its backward sent
+into the forward's outputs (the cotangent, i.e. the learner's own loss as they back-propagated it).
+Rank 0 also keeps the weights the window started from. After the program, rank 0 replays every
+rank's micro-steps of each window one after the other on a copy of the model
+(`grader/harness/replay_judge.py`), averages the per-rank gradients and compares that with the
+gradient rank 0's optimizer actually used. A summed or twice-averaged gradient, a step that never
+synchronised, or gradients of earlier steps carried into a later one (no zero_grad) show as a
+ratio or an error; everything is reported as numbers in one event per window.
+
+The windows sampled: the first two steps, every power of two, and a later step of each new pass
+over a data loader (an epoch), at most MAX_WINDOWS (`sampled`).
 
 Separately, the gradient that reached the value returned by a standard loss function (the scale
-the learner applied to it before backward) is recorded per micro-step: a loss divided by the world
-size shows there even though the replay, using the learner's own cotangents, agrees with it.
+the learner applied to it before backward) and the micro-step's loss weight
+(`grader/harness/loss_weight.py`) are recorded per micro-step: a loss divided by the world size
+shows there even though the replay, using the learner's own cotangents, agrees with it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
-import math
-import time
+import sys
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
-from grader.events import Replay
 from grader.harness import replay_name
-from grader.harness.micro_mean import mean_step_numbers, micro_loss_scale
+from grader.harness.loss_weight import call_weight, root_weight
 from grader.harness.tracer import Tracer
 
 MAX_REPLAY_PARAMS = 20_000_000
-WAIT_FOR_RANKS_S = 10.0
+# Above this, only the first window is replayed (rank 0 keeps each window's starting weights).
+MAX_LATER_WINDOW_PARAMS = 5_000_000
 MAX_MICRO_STEPS = 64
+MAX_WINDOWS = 6
+# Later windows only while this rank's saved replay data stays under this (it shares the disk).
+MAX_REPLAY_BYTES = 64 * 2**20
 
 
 def _raw_save() -> Any:
     return getattr(torch.save, "__wrapped__", torch.save)
-
-
-def _raw_load() -> Any:
-    return getattr(torch.load, "__wrapped__", torch.load)
 
 
 def _to_cpu(tree: Any) -> Any:
@@ -49,13 +52,69 @@ def _to_cpu(tree: Any) -> Any:
     )
 
 
-def _to_device(tree: Any, device: torch.device) -> Any:
-    return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, tree)
+def shared(tracer: Tracer) -> dict[str, Any]:
+    """What the windows share: rank 0's copy of the model, its record of every saved window (by
+    step), the loader passes already sampled, and a reason that turns every window off."""
+    return tracer.state.setdefault(
+        "replay_all",
+        {"model": None, "windows": {}, "passes": set(), "sampled": 0, "off": None, "main": None},
+    )
+
+
+def give_up(tracer: Tracer, reason: str) -> None:
+    """The harness failed while capturing: no window of this run is replayed."""
+    shared(tracer)["off"] = state(tracer)["off"] = reason
+
+
+def _new_window(step: int, sampled: bool) -> dict[str, Any]:
+    return {"step": step, "sampled": sampled, "ddp": None, "micro": [], "clip": [], "off": None}
 
 
 def state(tracer: Tracer) -> dict[str, Any]:
-    return tracer.state.setdefault(
-        "replay", {"model": None, "ddp": None, "micro": [], "clip": [], "off": None}
+    """The window that ends with the next optimizer step (created by its first DDP forward)."""
+    st = tracer.state.get("replay")
+    if st is None:
+        st = tracer.state["replay"] = _new_window(tracer.steps + 1, True)
+    return st
+
+
+def sampled(tracer: Tracer, step: int) -> bool:
+    """Whether the window ending with optimizer step `step` is replayed: the first two, powers of
+    two, and a later step (not the first) of every new pass over a data loader."""
+    everything = shared(tracer)
+    if everything["sampled"] >= MAX_WINDOWS or everything.get("bytes", 0) > MAX_REPLAY_BYTES:
+        return False
+    current = tracer.state.get("current_iter")
+    later_in_new_pass = (
+        current is not None and current["steps"] >= 1 and current["id"] not in everything["passes"]
+    )
+    if step <= 2 or step & (step - 1) == 0 or later_in_new_pass:
+        if current is not None and current["steps"] >= 1:
+            everything["passes"].add(current["id"])
+        everything["sampled"] += 1
+        return True
+    return False
+
+
+def _window(tracer: Tracer) -> dict[str, Any]:
+    """The current window, a new one when the last optimizer step ended the previous one."""
+    st = tracer.state.get("replay")
+    step = tracer.steps + 1
+    if st is None or st["step"] != step:
+        st = tracer.state["replay"] = _new_window(step, sampled(tracer, step))
+    return st
+
+
+def capturing(tracer: Tracer) -> bool:
+    """A sampled window is being recorded (its first DDP forward ran, its step not yet taken)."""
+    st = tracer.state.get("replay")
+    return bool(
+        st is not None
+        and st["step"] == tracer.steps + 1
+        and st["sampled"]
+        and not st["off"]
+        and not st.get("saved")
+        and st["micro"]
     )
 
 
@@ -68,8 +127,8 @@ def _params_digest(module: Any) -> str:
 
 
 def _settled(st: dict[str, Any]) -> bool:
-    """Nothing more to capture: the replay was given up, or the first step's data is saved."""
-    return bool(st["off"] or st.get("saved"))
+    """Nothing more to capture in this window: not sampled, given up, or its data is saved."""
+    return bool(not st["sampled"] or st["off"] or st.get("saved"))
 
 
 def _backward_ran(micro: dict[str, Any]) -> bool:
@@ -94,30 +153,45 @@ def drop_cleared(tracer: Tracer) -> None:
 
 
 def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[str, Any] | None:
-    """Before a DDP forward of the first step: remember what is needed to replay it."""
-    st = state(tracer)
+    """Before a DDP forward of a sampled window: remember what is needed to replay it."""
+    st = _window(tracer)
     if _settled(st) or not torch.is_grad_enabled():
         return None
+    everything = shared(tracer)
     drop_cleared(tracer)
     if st["ddp"] is not None and not st["micro"]:
         st["ddp"] = None  # everything before was cleared: replay from the weights as they are now
     if st["ddp"] is None:
+        if everything["off"]:
+            st["off"] = everything["off"]
+            return None
         numel = sum(p.numel() for p in ddp.module.parameters())
-        if numel > MAX_REPLAY_PARAMS:
+        if numel > MAX_REPLAY_PARAMS or (st["step"] > 1 and numel > MAX_LATER_WINDOW_PARAMS):
             st["off"] = f"the model has {numel} parameters; too many to replay"
+            if everything["windows"] or numel > MAX_REPLAY_PARAMS:
+                everything["off"] = st["off"]
             return None
-        try:
-            st["model"] = copy.deepcopy(ddp.module)
-        except Exception as exc:
-            st["off"] = f"the model could not be copied ({type(exc).__name__})"
-            return None
+        if tracer.rank == 0:
+            try:
+                if everything["model"] is None:
+                    everything["model"] = copy.deepcopy(ddp.module)
+                st["start_state"] = {
+                    k: v.detach().to("cpu", copy=True) for k, v in ddp.module.state_dict().items()
+                }
+            except Exception as exc:
+                everything["off"] = st["off"] = (
+                    f"the model could not be copied ({type(exc).__name__})"
+                )
+                return None
+        # The learner's classes (a dataclass batch) unpickle against the program's __main__.
+        everything["main"] = sys.modules.get("__main__")
         st["ddp"] = ddp
         st["start_digest"] = _params_digest(ddp.module)
     elif st["ddp"] is not ddp:
-        st["off"] = "more than one DDP model ran before the first optimizer step"
+        st["off"] = "more than one DDP model ran before the optimizer step"
         return None
     if len(st["micro"]) >= MAX_MICRO_STEPS:
-        st["off"] = f"more than {MAX_MICRO_STEPS} forward passes ran before the first step"
+        st["off"] = f"more than {MAX_MICRO_STEPS} forward passes ran before one optimizer step"
         st["micro"].clear()
         return None
     micro: dict[str, Any] = {
@@ -132,6 +206,7 @@ def capture_forward(tracer: Tracer, ddp: Any, inputs: Any, kwargs: Any) -> dict[
         "autocast": _autocast_state(next(ddp.module.parameters()).device.type),
         "cotangents": None,
         "scales": [],
+        "weights": [],
     }
     device = next(ddp.module.parameters()).device
     if device.type == "cuda":
@@ -178,17 +253,23 @@ def _autocast_state(device_type: str) -> tuple[str, str] | None:
     return None
 
 
-def record_loss_scale(tracer: Tracer, loss: Any) -> None:
-    """A standard loss function returned `loss`: record the factor applied to it before backward."""
-    st = state(tracer)
-    if _settled(st) or not st["micro"] or tracer.steps:
+def record_loss_scale(
+    tracer: Tracer, name: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss: Any
+) -> None:
+    """A standard loss function `fn` returned `loss`: record the factor applied to it before
+    backward and the micro-step's loss weight (`grader.harness.loss_weight`)."""
+    if not capturing(tracer):
         return
-    if not isinstance(loss, torch.Tensor) or not loss.requires_grad or loss.dim() != 0:
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
         return
-    micro = st["micro"][-1]
+    micro = state(tracer)["micro"][-1]
+    weight = call_weight(name, fn, args, kwargs, loss)
+    scalar = loss.dim() == 0
 
     def hook(grad: torch.Tensor) -> None:
-        micro["scales"].append(float(grad.detach().float().cpu()))
+        if scalar:
+            micro["scales"].append(float(grad.detach().float().cpu()))
+        micro["weights"].append(weight(grad) if weight is not None else None)
 
     loss.register_hook(hook)
 
@@ -239,27 +320,37 @@ def scaled_root(loss: Any) -> tuple[float, Any] | None:
 
 
 def record_backward_root(tracer: Tracer, tensors: Any) -> None:
-    """Before a backward of the first step: the scale put on the loss after it was computed."""
-    st = state(tracer)
-    if _settled(st) or not st["micro"] or tracer.steps:
+    """Before a backward of a sampled window: the scale put on the loss after it was computed,
+    and whether gradients of an earlier step were still there when the window's first backward
+    began (no zero_grad between steps)."""
+    if not capturing(tracer):
         return
+    st = state(tracer)
     drop_cleared(tracer)
     if not st["micro"]:
         return
+    if "carried" not in st:
+        st["carried"] = st["step"] > 1 and not _gradients_cleared(st["ddp"].module)
     micro = st["micro"][-1]
     if micro.get("root_scale") is None:
-        micro["root_scale"] = root_scale(tensors)
+        scaled = scaled_root(tensors)
+        if scaled is not None:
+            micro["root_scale"] = scaled[0]
+            micro["root_weight"] = root_weight(*scaled)
         micro["backward_line"] = tracer.where()
 
 
 def record_clip(tracer: Tracer, kind: str, **args: Any) -> None:
-    if tracer.steps == 0:
+    if capturing(tracer):
         state(tracer)["clip"].append({"kind": kind, **args})
 
 
-def save_first_step(tracer: Tracer, optimizer: Any) -> None:
-    """At the first optimizer step that updates the DDP model: save this rank's replay data."""
-    st = state(tracer)
+def save_window(tracer: Tracer, optimizer: Any) -> None:
+    """At the optimizer step that ends a sampled window and updates the DDP model: save this
+    rank's replay data (rank 0 keeps its own part in memory too)."""
+    st = tracer.state.get("replay")
+    if st is None or st["step"] != tracer.steps + 1 or not st["sampled"]:
+        return
     if st.get("saved") or st["ddp"] is None:
         return
     module = st["ddp"].module
@@ -271,210 +362,72 @@ def save_first_step(tracer: Tracer, optimizer: Any) -> None:
     grads = {
         n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None) for n, p in named
     }
-    st["grads"] = grads
     data = {
+        "step": st["step"],
         "amp_scale": st.get("amp_scale"),
         "start_digest": st.get("start_digest"),
         "rank": tracer.rank,
         "micro": [m for m in st["micro"] if m["cotangents"] is not None],
         "off": st["off"],
     }
+    if tracer.rank == 0:
+        shared(tracer)["windows"][st["step"]] = {
+            "grads": grads,
+            "after_backward": st.get("after_backward"),
+            "start_state": st.get("start_state"),
+            "clip": st["clip"],
+            "carried": bool(st.get("carried")),
+            "off": st["off"],
+        }
+    path = tracer.trace_dir / replay_name(tracer.rank, st["step"])
     try:
-        _raw_save()(data, tracer.trace_dir / replay_name(tracer.rank))
+        _raw_save()(data, path)
+        shared(tracer)["bytes"] = shared(tracer).get("bytes", 0) + path.stat().st_size
     except Exception as exc:
         st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
+        if tracer.rank == 0:
+            shared(tracer)["windows"][st["step"]]["off"] = st["off"]
 
 
 def saving_closure(tracer: Tracer, optimizer: Any, closure: Any) -> Any:
     """`optimizer.step(closure)`: the closure computes the gradient inside the step (LBFGS calls
     it several times, moving the weights in between). The first call's gradient, taken at the
-    starting weights, is the first step's: save it as soon as that call returns."""
+    starting weights, is the step's: save it as soon as that call returns."""
 
-    def first_step_closure(*args: Any, **kwargs: Any) -> Any:
+    def first_call_closure(*args: Any, **kwargs: Any) -> Any:
         out = closure(*args, **kwargs)
-        try_save_first_step(tracer, optimizer)
+        try_save_window(tracer, optimizer)
         return out
 
-    return first_step_closure
+    return first_call_closure
 
 
-def try_save_first_step(tracer: Tracer, optimizer: Any) -> None:
-    """save_first_step while the first step is being taken; a failure turns the replay off and
+def try_save_window(tracer: Tracer, optimizer: Any) -> None:
+    """save_window while the window's step is being taken; a failure turns the replay off and
     is recorded as the harness's (the learner's run never notices)."""
-    if tracer.steps or state(tracer).get("saved"):
+    st = tracer.state.get("replay")
+    if st is None or st["step"] != tracer.steps + 1 or st.get("saved"):
         return
     try:
-        save_first_step(tracer, optimizer)
+        save_window(tracer, optimizer)
     except Exception as exc:
-        state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+        give_up(tracer, f"capture failed ({type(exc).__name__})")
         tracer.fail("replay capture", exc)
 
 
-def _flat(grads: dict[str, Any], named: list[tuple[str, torch.Tensor]]) -> torch.Tensor:
-    return torch.cat(
-        [
-            (grads[n] if grads.get(n) is not None else torch.zeros_like(p)).flatten().double().cpu()
-            for n, p in named
-        ]
-    )
+def pending(tracer: Tracer) -> bool:
+    """The coming step's window is not saved yet: a closure (which runs the window's forwards
+    inside the step, LBFGS) must save it after its first call."""
+    st = tracer.state.get("replay")
+    return not (st is not None and st["step"] == tracer.steps + 1 and st.get("saved"))
 
 
 def snapshot_after_backward(tracer: Tracer) -> None:
-    """After every backward before the first step: rank 0 keeps its DDP model's gradients."""
-    st = state(tracer)
-    if tracer.rank != 0 or _settled(st) or st["ddp"] is None or tracer.steps:
+    """After every backward of a sampled window: rank 0 keeps its DDP model's gradients."""
+    if tracer.rank != 0 or not capturing(tracer):
         return
+    st = state(tracer)
     st["after_backward"] = {
         n: (p.grad.detach().to("cpu", copy=True) if p.grad is not None else None)
         for n, p in st["ddp"].module.named_parameters()
     }
-
-
-def _replay_rank(model: Any, micros: list[dict[str, Any]], device: torch.device) -> None:
-    modules = list(model.modules())
-    for micro in micros:
-        for module, training in zip(modules, micro.get("training", []), strict=False):
-            module.training = training
-        torch.set_rng_state(micro["rng"])
-        if micro["cuda_rng"] is not None:
-            torch.cuda.set_rng_state(micro["cuda_rng"], device)
-        autocast = micro.get("autocast")
-        context = (
-            torch.autocast(autocast[0], dtype=getattr(torch, autocast[1]))
-            if autocast
-            else contextlib.nullcontext()
-        )
-        with context:
-            out = model(*_to_device(micro["inputs"], device), **_to_device(micro["kwargs"], device))
-        leaves = [v for v in pytree.tree_leaves(out) if isinstance(v, torch.Tensor)]
-        pairs = [
-            (leaf, cot.to(device))
-            for leaf, cot in zip(leaves, micro["cotangents"], strict=False)
-            if cot is not None and leaf.requires_grad
-        ]
-        if pairs:
-            torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
-
-
-def _unavailable(reason: str) -> Replay:
-    return Replay(status="unavailable", reason=reason)
-
-
-def run_replay(tracer: Tracer) -> Replay:
-    """On rank 0 after the program: the expected first-step gradient vs the one that was used."""
-    st = state(tracer)
-    if st["off"]:
-        return _unavailable(st["off"])
-    if "grads" not in st:
-        return _unavailable("no optimizer step updated the DDP model")
-    world = tracer.world_size
-    data: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + WAIT_FOR_RANKS_S
-    while len(data) < world and time.monotonic() < deadline:
-        for r in range(world):
-            path = tracer.trace_dir / replay_name(r)
-            if r not in data and path.exists():
-                with contextlib.suppress(Exception):
-                    data[r] = _raw_load()(path, weights_only=False)
-        if len(data) < world:
-            time.sleep(0.2)
-    missing = sorted(set(range(world)) - set(data))
-    if missing:
-        return _unavailable(f"no first-step data from ranks {missing}")
-    for r, d in data.items():
-        if d.get("off"):
-            return _unavailable(f"rank {r}: {d['off']}")
-    if len({d.get("start_digest") for d in data.values()}) > 1:
-        # DDP broadcast rank 0's weights, yet the ranks entered the first step with different
-        # ones: ddp.in_sync reports it; a replay from rank 0's weights would mislead.
-        return _unavailable("the ranks began training with different weights")
-    model = st["model"]
-    device = next(model.parameters()).device
-    saved_rng = torch.get_rng_state()
-    totals: dict[str, torch.Tensor] = {}
-    named = [(n, p) for n, p in model.named_parameters() if n in st["grads"]]
-    # A GradScaler multiplied every rank's loss; the optimizer saw the unscaled gradient.
-    amp = {r: float(d.get("amp_scale") or 1.0) for r, d in data.items()}
-    # The mean over every micro-step of every rank of the gradient of its unscaled loss: what
-    # gradient accumulation should step with, whatever factors the program applied on the way.
-    unit: dict[str, torch.Tensor] | None = {}
-    micro_total = 0
-    for r in range(world):
-        for micro in data[r]["micro"]:
-            model.zero_grad(set_to_none=True)
-            _replay_rank(model, [micro], device)
-            scale = micro_loss_scale(micro)
-            micro_total += 1
-            for n, p in named:
-                g = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-                totals[n] = totals[n] + g if n in totals else g
-                if unit is not None and scale:
-                    # The replayed gradient and the loss scale both carry any GradScaler factor.
-                    unscaled = g / scale
-                    unit[n] = unit[n] + unscaled if n in unit else unscaled
-            if not scale:
-                unit = None
-    torch.set_rng_state(saved_rng)
-    stepped = _flat(st["grads"], named)
-    accumulation = mean_step_numbers(unit, micro_total, stepped, [n for n, _ in named])
-    for n, p in named:
-        p.grad = totals[n] / world
-    # B: rank 0's gradients right after its last backward (DDP's average); A: what its optimizer
-    # got (after any clipping, unscaling or extra reduction the program did in between).
-    after_backward = st.get("after_backward") or st["grads"]
-    expected = torch.cat([p.grad.detach().flatten().double().cpu() for _, p in named])
-    actual = _flat(after_backward, named)
-    norm_e = float(expected.norm())
-    if math.isnan(norm_e):
-        return _unavailable("the expected first-step gradient is NaN")
-    if norm_e == 0.0:
-        # Every rank's loss has a zero gradient everywhere: nothing can train (e.g. cross-entropy
-        # over a single output column, which is constant).
-        return Replay(
-            status="zero_gradient",
-            world_size=world,
-            norm_actual=float(actual.norm()),
-            reason="the expected first-step gradient is zero",
-        )
-    rel = float((actual - expected).norm()) / norm_e
-    ratio = float(actual.dot(expected)) / float(expected.dot(expected))
-    bb = float(actual.dot(actual))
-    step_ratio = float(stepped.dot(actual)) / bb if bb else 1.0
-    off_line = float((stepped - step_ratio * actual).norm()) / max(float(stepped.norm()), 1e-30)
-    worst_name, worst = None, -1.0
-    for n, p in named:
-        a = after_backward[n]
-        e = p.grad.detach().double().cpu()
-        a = a.double() if a is not None else torch.zeros_like(e)
-        diff = float((a - e).norm()) / max(float(e.norm()), 1e-12)
-        if diff > worst:
-            worst_name, worst = n, diff
-    return Replay(
-        status="ok",
-        world_size=world,
-        rel_error=rel,
-        ratio=ratio,
-        norm_expected=norm_e,
-        norm_actual=float(actual.norm()),
-        worst_param=worst_name,
-        micro_steps={str(r): len(d["micro"]) for r, d in data.items()},
-        synced_micro_steps={str(r): sum(m["sync"] for m in d["micro"]) for r, d in data.items()},
-        loss_scales={
-            str(r): [[s / amp[r] for s in m["scales"]] for m in d["micro"]] for r, d in data.items()
-        },
-        root_scales={
-            str(r): [m["root_scale"] / amp[r] if m.get("root_scale") else None for m in d["micro"]]
-            for r, d in data.items()
-        },
-        # The learner's line of each micro-step's backward (where a loss factor is applied).
-        backward_lines={
-            str(r): [m.get("backward_line") for m in d["micro"]] for r, d in data.items()
-        },
-        amp_scale=amp[0] if amp[0] != 1.0 else None,
-        # The optimizer's gradient as a multiple of the after-backward one (clipping, unscaling
-        # and a divided gradient shrink it, an extra sum grows it) and how far off that line.
-        step_ratio=step_ratio,
-        step_parallel=off_line < 1e-3,
-        clipped=bool(st["clip"]),
-        **accumulation,
-    )

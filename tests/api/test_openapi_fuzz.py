@@ -24,7 +24,9 @@ from tests.auth.factories import bearer, create_token, create_user
 EXCLUDED_PATH = r"^/api/v1/(submissions|drafts)"
 EXAMPLES_PER_OPERATION = 10  # per operation and mode (valid and invalid data)
 # Operations whose schema-valid requests may still be refused for what no schema can say: a
-# password among the commonest ones (422 weak_password), a reset token never issued (400). Their
+# password among the commonest ones (422 weak_password), a reset token never issued (400), a
+# coach question's check_id sent without the submission it belongs to (422), a day the calendar
+# lacks in the analytics' date range (422 invalid_date). Their
 # answers are still held to the document (status, headers, body); only "valid data is accepted"
 # is not asked of them.
 # The coach refuses a `check_id` sent without its `submission_id` (one field needs the other);
@@ -35,6 +37,8 @@ BEYOND_THE_SCHEMA = {
     ("POST", "/api/v1/auth/register"),
     ("POST", "/api/v1/auth/password"),
     ("POST", "/api/v1/auth/password-reset/confirm"),
+    ("POST", "/api/v1/coach"),
+    ("GET", "/api/v1/instructor/analytics"),
 }
 
 

@@ -5,6 +5,7 @@ shows English with the untranslated notice for them. On a temporary copy of the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,6 @@ from app.content import service as content
 from app.content import staleness
 from app.content.__main__ import main
 from app.content.loader import load_catalog
-from tests.content.conftest import point_app_at
 from tests.content.test_validate import edit
 
 BODY_EN = 'en: "Say *hello*."'
@@ -94,9 +94,9 @@ def test_without_a_readable_record_nothing_is_stale(lessons_copy: Path) -> None:
 
 
 def test_the_page_shows_english_and_the_notice_for_a_stale_field(
-    stamped: Path, client: TestClient, monkeypatch: pytest.MonkeyPatch
+    stamped: Path, client: TestClient, use_lessons: Callable[[Path], None]
 ) -> None:
-    point_app_at(monkeypatch, stamped)
+    use_lessons(stamped)
     page = client.get("/lessons/first-steps?locale=tr").text
     assert 'data-testid="fallback-notice"' not in page
     assert "<em>Merhaba</em> de." in page
@@ -112,9 +112,9 @@ def test_the_page_shows_english_and_the_notice_for_a_stale_field(
 
 
 def test_a_stale_quiz_explanation_is_given_in_english(
-    stamped: Path, client: TestClient, monkeypatch: pytest.MonkeyPatch
+    stamped: Path, client: TestClient, use_lessons: Callable[[Path], None]
 ) -> None:
-    point_app_at(monkeypatch, stamped)
+    use_lessons(stamped)
     url = "/api/v1/quiz/first-steps/greeting?locale=tr"
     assert client.post(url, json={"choice": "a"}).json()["explanation"] == "Merhaba ile başlarız."
     edit(lesson_file(stamped), "en: We start with hello.", "en: Every talk starts with hello.")

@@ -144,7 +144,10 @@ def ddp_outcomes() -> dict[str, tuple[str, Outcome]]:
         "ddp.no_model": ("ddp.grad_average", run_of(_ok([]), _ok([]))),
         "ddp.reached_replay": ("ddp.grad_average", run_of([start(0), ddp], [start(1), ddp])),
         "ddp.no_replay": ("ddp.grad_average", run_of(_ok([ddp]), _ok([ddp]))),
-        "ddp.zero_gradient": ("ddp.grad_average", _grad(2, status="zero_gradient", norm_actual=0)),
+        "ddp.zero_gradient_not_judged": (
+            "ddp.grad_average",
+            _grad(2, status="zero_gradient", norm_actual=0),
+        ),
         "ddp.why_summed": ("ddp.grad_average", _grad(2, rel_error=0.5, ratio=2.0)),
         "ddp.why_divided_again": ("ddp.grad_average", _grad(2, rel_error=0.5, ratio=0.5)),
         "ddp.why_not_averaged": (

@@ -77,7 +77,7 @@ def test_accumulation_factor_is_judged_per_mean_over_the_global_batch() -> None:
     assert judge("ddp.grad_average", constant).status == "pass"
 
 
-def test_a_loss_with_a_zero_gradient_cannot_train() -> None:
+def test_a_loss_with_a_zero_gradient_is_not_judged_with_a_warning() -> None:
     zero = ev(
         "replay",
         status="zero_gradient",
@@ -89,7 +89,9 @@ def test_a_loss_with_a_zero_gradient_cannot_train() -> None:
     step = ev("step", opt=0, n=1, digest="a", sums=[], line=30)
     run = run_of([ev("start"), ddp, step, zero, end()], [ev("start"), ddp, step, end()])
     out = judge("ddp.grad_average", run)
-    assert out.status == "fail" and "cannot train" in out.message
+    # Averaging cannot show in a zero gradient: a warning, never a failed DDP check (issue 29).
+    assert out.status == "skip" and out.message.startswith("Warning:")
+    assert "cannot train" in out.message and "not judged" in out.message
     assert "cross_entropy over a single output column" in out.message
 
 

@@ -19,10 +19,13 @@ def _current_step(html: str) -> int:
     return int(match.group(1))
 
 
-def test_visitor_gets_no_progress_recorder(client: TestClient) -> None:
+def test_a_visitor_starts_at_the_first_card_and_records_on_the_device(client: TestClient) -> None:
+    """A visitor's steps and answers are kept on the device (progress.js's outbox) until they
+    sign up or in; the page still opens on the first card."""
     page = client.get(f"/lessons/{LESSON}")
     assert page.status_code == 200
-    assert "js/progress.js" not in page.text
+    assert "js/progress.js" in page.text
+    assert '<meta name="rdv-account" content="visitor">' in page.text
     assert _current_step(page.text) == 1
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-from grader.events import HandGrads, Weights
+from grader.events import HandCarry, HandGrads, Weights
 from grader.harness.replay import scaled_root
 from grader.harness.tracer import Tracer, quiet, wrap
 
@@ -195,6 +195,12 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
             seen["params"] += 1
             tracer.record(Weights(i=seen["params"], digest=digest, sum=total))
 
+    def check_carried(leaves: list[torch.Tensor]) -> None:
+        """At the first backward after the first update: were its gradients cleared?"""
+        grads["carry_checked"] = True
+        carried = any(t.grad is not None and bool(t.grad.any()) for t in leaves)
+        tracer.record(HandCarry(carried=carried, line=tracer.where()))
+
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
             loss: Any = args[0] if args else kwargs.get("tensors")
@@ -206,6 +212,9 @@ def _install_grads(tracer: Tracer, grads: dict[str, Any]) -> None:
                         if leaves:
                             track_params(leaves)
                             on_loss(loss, gradient, leaves)
+                elif grads["leaves"] and not grads.get("carry_checked") and training_loss(loss):
+                    with quiet():
+                        check_carried(grads["leaves"])
             except Exception as exc:
                 grads["done"] = True
                 tracer.fail("hand_grads", exc)

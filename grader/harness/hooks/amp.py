@@ -1,4 +1,5 @@
-"""Mixed precision: the loss scale a GradScaler applied in the first step (the replay undoes it)."""
+"""Mixed precision: the loss scale a GradScaler applied in a replayed step (the replay undoes
+it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from grader.harness.tracer import Tracer, wrap
 def install(tracer: Tracer) -> None:
     def make_scale(original: Any) -> Any:
         def scale(self: Any, outputs: Any) -> Any:
-            if tracer.steps == 0:
+            if replay.capturing(tracer):
                 try:
                     if self.is_enabled():
                         replay.state(tracer)["amp_scale"] = float(self.get_scale())

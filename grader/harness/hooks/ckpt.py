@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +30,42 @@ def _path(f: Any) -> str | None:
             except OSError:
                 return None
         return os.path.abspath(name) if isinstance(name, str) else None
+
+
+def _target(f: Any) -> tuple[str | None, str]:
+    """Where a torch.save writes: (the absolute path or None, "path" for a file name, "file" for
+    a file object open on disk, "memory" for an in-memory buffer such as io.BytesIO or any other
+    object that is no file on disk)."""
+    if isinstance(f, (io.BytesIO, bytearray, memoryview)):
+        return None, "memory"
+    try:
+        return os.path.abspath(os.fspath(f)), "path"
+    except TypeError:
+        pass
+    try:
+        on_disk = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        on_disk = False
+    if not on_disk:
+        return None, "memory"
+    return _path(f), "file"
+
+
+DCP_SAVES = ("save", "async_save", "save_state_dict")
+DCP_LOADS = ("load", "load_state_dict")
+
+
+def _dcp_dir(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """The directory a torch.distributed.checkpoint save writes to (or a load reads from): its
+    `checkpoint_id`, else its storage writer's or reader's path (FileSystemWriter/Reader)."""
+    where = kwargs.get("checkpoint_id")
+    storage = kwargs.get("storage_writer", kwargs.get("storage_reader", args[0] if args else None))
+    if where is None and storage is not None:
+        where = getattr(storage, "path", None)
+    try:
+        return os.path.abspath(os.fspath(where)) if where is not None else None
+    except TypeError:
+        return None
 
 
 def _state_dicts(obj: Any, where: str = "", depth: int = 0) -> list[tuple[str, Mapping[str, Any]]]:
@@ -138,13 +176,13 @@ def install(tracer: Tracer) -> None:
     def make_save(original: Any) -> Any:
         def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
             line = tracer.where()
-            path = _path(f)
+            path, target = _target(f)
             try:
                 info = analyze(obj, tracer)
             except Exception as exc:
                 tracer.fail("save", exc)
                 info = Save(type=type(obj).__name__, holds="other")
-            info = dataclasses.replace(info, path=path, line=line)
+            info = dataclasses.replace(info, path=path, line=line, target=target)
             try:
                 out = original(obj, f, *args, **kwargs)
             except BaseException as exc:
@@ -180,6 +218,62 @@ def install(tracer: Tracer) -> None:
 
         return rename
 
+    inside = {"dcp": False}
+
+    def make_dcp_save(original: Any) -> Any:
+        def save(state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+            if inside["dcp"]:  # async_save calls save: one write
+                return original(state_dict, *args, **kwargs)
+            line = tracer.where()
+            try:
+                info = dataclasses.replace(
+                    analyze(state_dict, tracer),
+                    path=_dcp_dir(args, kwargs),
+                    line=line,
+                    target="dcp",
+                )
+            except Exception as exc:
+                tracer.fail("dcp save", exc)
+                info = Save(type=type(state_dict).__name__, holds="other", target="dcp")
+            inside["dcp"] = True
+            try:
+                out = original(state_dict, *args, **kwargs)
+            except BaseException as exc:
+                tracer.record(dataclasses.replace(info, ok=False, error=repr(exc)[:300]))
+                raise
+            finally:
+                inside["dcp"] = False
+            tracer.record(dataclasses.replace(info, ok=True))
+            return out
+
+        return save
+
+    def make_dcp_load(original: Any) -> Any:
+        def load(state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+            line, path = tracer.where(), _dcp_dir(args, kwargs)
+            try:
+                out = original(state_dict, *args, **kwargs)
+            except BaseException as exc:
+                tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
+                raise
+            tracer.record(Load(path=path, line=line, ok=True))
+            return out
+
+        return load
+
+    def hook_dcp(dcp: Any) -> None:
+        saver = getattr(dcp, "state_dict_saver", None)
+        loader = getattr(dcp, "state_dict_loader", None)
+        for owners, names, make in (
+            ((dcp, saver), DCP_SAVES, make_dcp_save),
+            ((dcp, loader), DCP_LOADS, make_dcp_load),
+        ):
+            for owner in owners:
+                for name in names:
+                    if owner is not None and callable(getattr(owner, name, None)):
+                        wrap(owner, name, make)
+
+    tracer.when_imported("torch.distributed.checkpoint", hook_dcp)
     wrap(torch, "save", make_save)
     wrap(torch, "load", make_load)
     wrap(torch.serialization, "save", make_save)

@@ -17,6 +17,7 @@ from torch.utils.data import DistributedSampler, Subset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from grader.events import Iteration, SetEpoch
+from grader.harness.leaves import tensor_leaves
 from grader.harness.tracer import Tracer, wrap
 
 MAX_INDICES = 50_000
@@ -115,10 +116,8 @@ def _fingerprint(dataset: Any) -> str:
 def _signature(batch: Any) -> list[list[float]]:
     """A few numbers per sample of a batch (its first floating tensor): enough to recognise the
     same sample on another rank even when the ranks' datasets are different objects."""
-    from torch.utils import _pytree as pytree
-
-    for leaf in pytree.tree_leaves(batch):
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.dim() >= 1:
+    for leaf in tensor_leaves(batch):
+        if leaf.is_floating_point() and leaf.dim() >= 1:
             rows = leaf.detach().reshape(leaf.shape[0], -1)[:, :SIGNATURE_WIDTH].float().cpu()
             return [[round(float(v), 5) for v in row] for row in rows.tolist()]
     return []

@@ -1,4 +1,4 @@
-"""DistributedDataParallel: construction, forward (first-step capture), no_sync, backward."""
+"""DistributedDataParallel: construction, forward (replay capture), no_sync, backward."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from torch.utils import _pytree as pytree
 
 from grader.events import Consumed, DdpForward, DdpInit, DdpSummary, NoSync
 from grader.harness import replay
+from grader.harness.leaves import tensor_leaves
 from grader.harness.tracer import Tracer, wrap
 
 
@@ -45,10 +46,11 @@ ROW_PREFIX = 256  # elements of a sample hashed
 
 
 def _row_hashes(inputs: Any, kwargs: Any) -> list[str]:
-    """One short hash per sample of the forward's first batched tensor: the same sample gives the
-    same hash on every rank (hand-made batches cut from the same tensors)."""
-    for leaf in pytree.tree_leaves((inputs, kwargs)):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() >= 1 and leaf.shape[0] > 0:
+    """One short hash per sample of the forward's first batched tensor (positional or keyword,
+    in any container): the same sample gives the same hash on every rank (hand-made batches cut
+    from the same tensors)."""
+    for leaf in tensor_leaves((inputs, kwargs)):
+        if leaf.dim() >= 1 and leaf.shape[0] > 0:
             rows = leaf.detach().reshape(leaf.shape[0], -1)[:, :ROW_PREFIX].to("cpu").contiguous()
             return [
                 hashlib.blake2b(row.view(torch.uint8).numpy().tobytes(), digest_size=6).hexdigest()
@@ -111,18 +113,18 @@ def install(tracer: Tracer) -> None:
                 tracer.state["pending_sync"] = True
                 forwards["synced"] += 1
             micro = None
-            if tracer.steps == 0 and grad:
+            if grad:
                 try:
                     micro = replay.capture_forward(tracer, self, inputs, kwargs)
                 except Exception as exc:
-                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    replay.give_up(tracer, f"capture failed ({type(exc).__name__})")
                     tracer.fail("replay capture", exc)
             out = original(self, *inputs, **kwargs)
             if micro is not None:
                 try:
                     out = replay.attach_output(micro, out)
                 except Exception as exc:
-                    replay.state(tracer)["off"] = f"capture failed ({type(exc).__name__})"
+                    replay.give_up(tracer, f"capture failed ({type(exc).__name__})")
                     tracer.fail("replay capture", exc)
             if grad and consumed["rows"] < MAX_CONSUMED_ROWS:
                 try:
@@ -149,13 +151,13 @@ def install(tracer: Tracer) -> None:
 
     def make_backward(original: Any) -> Any:
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if tracer.steps == 0:
+            if replay.capturing(tracer):
                 try:
                     replay.record_backward_root(tracer, args[0] if args else kwargs.get("tensors"))
                 except Exception as exc:
                     tracer.fail("replay backward", exc)
             out = original(*args, **kwargs)
-            if tracer.steps == 0:
+            if replay.capturing(tracer):
                 try:
                     replay.snapshot_after_backward(tracer)
                 except Exception as exc:

@@ -39,19 +39,22 @@ def install(tracer: Tracer) -> None:
         seen["forwards"] += 1
         if seen["line"] is None:
             seen["line"] = tracer.where()
+
+    def post_hook(module: Any, args: Any, kwargs: Any, output: Any) -> None:
+        # Global pre-hooks see positional arguments only: the samples are read here, where the
+        # keyword arguments (`model(**batch)`, `model(input_ids=...)`) are seen too.
+        outermost = seen["depth"] == 1 and not torch.is_grad_enabled()
+        seen["depth"] = max(0, seen["depth"] - 1)
         room = MAX_ROWS - len(seen["rows"])
-        if room > 0 and not seen["failed"]:
+        if outermost and room > 0 and not seen["failed"]:
             try:
-                seen["rows"].extend(_row_hashes(args, {})[:room])
+                seen["rows"].extend(_row_hashes(args, kwargs)[:room])
             except Exception as exc:  # recorded once: the run then grades as a platform error
                 seen["failed"] = True
                 tracer.fail("evaluate.rows", exc)
 
-    def post_hook(module: Any, args: Any, output: Any) -> None:
-        seen["depth"] = max(0, seen["depth"] - 1)
-
     register_module_forward_pre_hook(pre_hook)
-    register_module_forward_hook(post_hook, always_call=True)
+    register_module_forward_hook(post_hook, with_kwargs=True, always_call=True)
     tracer.finalizers.append(
         lambda: tracer.record(
             EvalRows(rows=seen["rows"], forwards=seen["forwards"], line=seen["line"])

@@ -1,4 +1,5 @@
-"""Standard loss functions: the scale the learner applied to the loss before backward."""
+"""Standard loss functions: the scale the learner applied to the loss before backward, and the
+loss weight of the micro-step (positional and keyword arguments alike)."""
 
 from __future__ import annotations
 
@@ -27,17 +28,20 @@ LOSSES = (
 
 
 def install(tracer: Tracer) -> None:
-    def make(original: Any) -> Any:
-        def loss(*args: Any, **kwargs: Any) -> Any:
-            out = original(*args, **kwargs)
-            if tracer.steps == 0:
-                try:
-                    replay.record_loss_scale(tracer, out)
-                except Exception as exc:
-                    tracer.fail("losses", exc)
-            return out
+    def make_for(name: str) -> Any:
+        def make(original: Any) -> Any:
+            def loss(*args: Any, **kwargs: Any) -> Any:
+                out = original(*args, **kwargs)
+                if replay.capturing(tracer):
+                    try:
+                        replay.record_loss_scale(tracer, name, original, args, kwargs, out)
+                    except Exception as exc:
+                        tracer.fail("losses", exc)
+                return out
 
-        return loss
+            return loss
+
+        return make
 
     for name in LOSSES:
-        wrap(F, name, make)
+        wrap(F, name, make_for(name))

@@ -1,4 +1,4 @@
-"""Optimizer steps: a digest of the parameters after every step, first-step replay data, clipping,
+"""Optimizer steps: a digest of the parameters after every step, replay data, clipping,
 and the faults the exercise asks to inject."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch.optim.optimizer import (
 )
 
 from grader.events import ClosureLoss, Fault, Replay, Step
-from grader.harness import replay
+from grader.harness import replay, replay_judge
 from grader.harness.tracer import Tracer, wrap
 
 MAX_SUMS = 64
@@ -111,7 +111,7 @@ def install(tracer: Tracer) -> None:
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         # args[0] is the optimizer itself; a closure computes the gradient inside the step.
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-        first = tracer.steps == 0 and not replay.state(tracer).get("saved")
+        first = replay.pending(tracer)
         if callable(closure):
             wrapped = recording_closure(optimizer, closure)
             if first:
@@ -122,7 +122,7 @@ def install(tracer: Tracer) -> None:
                 return args, {**kwargs, "closure": wrapped}
             return (args[0], wrapped, *args[2:]), kwargs
         if first:
-            replay.try_save_first_step(tracer, optimizer)
+            replay.try_save_window(tracer, optimizer)
         return None
 
     def post_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -187,10 +187,11 @@ def install(tracer: Tracer) -> None:
     def finish() -> None:
         if tracer.rank == 0:
             try:
-                outcome = replay.run_replay(tracer)
+                outcomes = replay_judge.run_replays(tracer)
             except Exception as exc:  # the grader's fault, never the learner's
                 tracer.fail("replay", exc)
-                outcome = Replay(status="unavailable", reason=f"the replay failed ({exc!r})")
-            tracer.record(outcome)
+                outcomes = [Replay(status="unavailable", reason=f"the replay failed ({exc!r})")]
+            for outcome in outcomes:
+                tracer.record(outcome)
 
     tracer.finalizers.append(finish)
