@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     max_streams_per_learner: int = 4
     # Request bodies: JSON bodies and forms are refused with 413 above this many bytes.
     max_body_bytes: int = 1024 * 1024
+    # A request body is read whole before the request takes an admission slot, within
+    # body_grace_s plus one second per body_min_rate bytes; slower: 408 (app/request_body.py).
+    body_grace_s: float = Field(5.0, gt=0)
+    body_min_rate: int = Field(16 * 1024, ge=1)
     # Client addresses: X-Forwarded-For is believed only from these proxies (comma-separated IPs).
     trusted_proxies: str = ""
 

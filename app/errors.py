@@ -71,6 +71,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "not_found": (404, "Nothing with that id exists for you."),
     "method_not_allowed": (405, "That path does not accept this method."),
     "email_taken": (409, "An account with this email exists already."),
+    "request_timeout": (408, "The request body arrived too slowly; send it again."),
     "too_large": (413, "The request body is larger than the server accepts."),
     "rate_limited": (429, "Too many attempts; retry after the Retry-After seconds."),
     "too_many_requests": (429, "Too many requests of yours at once; retry after Retry-After."),

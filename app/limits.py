@@ -7,13 +7,16 @@ so, else as soon as the bytes read pass it (never read whole into memory first).
 and at most `max_streams_per_learner` open event streams, whichever of their devices, tabs and
 tokens they come from; more are answered 429 with Retry-After at once. A credential (bearer token
 or session cookie) is counted as the learner it belongs to (`LearnerKeys`: looked up once, then
-remembered: a token never changes owner); a credential that belongs to nobody counts alone, and a
-request without one counts as its address.
+remembered: a token never changes owner); a request without one, or with one that belongs to
+nobody, counts as its client address (the proxy's client behind RDV_TRUSTED_PROXIES).
 Across callers, at most `admitted` requests hold a database connection at a time; the others wait
 (asynchronously, holding no thread and no connection) up to the checkout timeout, then get 503.
 With `admitted` no larger than the pool and the thread limit above both, no request can wait for
 a connection while holding the thread that the connection's holder needs: the pile-up where a
 burst froze the API for a minute cannot form.
+Nothing slow holds a slot: the body is read whole first (app/request_body.py: a deadline and a
+minimum rate, else 408), the slot goes back when the response starts, and a route lets it go
+around a wait on the outside world (app/admission.py). `/healthz` is neither counted nor queued.
 """
 
 from __future__ import annotations
@@ -31,9 +34,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.error_handlers import BUSY_MESSAGE, error_response
+from app.admission import SCOPE_KEY as SLOT_KEY
+from app.admission import Slot
+from app.error_handlers import BUSY_MESSAGE, error_response, handle_http
 from app.errors import N_
+from app.request_body import SLOW_BODY, Disconnected, SlowBody, has_body, read_body, replay
 
+# Never counted nor queued: the load balancer's probe answers while learners fill every slot.
+UNLIMITED_PATHS = frozenset({"/healthz"})
 STREAM_PATH = re.compile(r"^/api/v1/submissions/[^/]+/events$")  # the live event streams
 _TOO_MANY = N_("You have too many requests in progress at once. Wait for them, then try again.")
 _TOO_MANY_STREAMS = N_(
@@ -86,46 +94,62 @@ class BodyLimit:
 class LearnerKeys:
     """Which learner a credential belongs to, for counting: `owner_of(token_digest)` (a database
     look-up, run in a thread) once per credential, then remembered (the most recent `size`).
-    Concurrent first requests with the same credential share one look-up."""
+    Concurrent first requests with the same credential share one look-up. A credential that
+    belongs to nobody (made up, expired, revoked) counts as its sender's address, like a request
+    without one: a thousand made-up tokens are one anonymous caller, not a thousand."""
 
-    def __init__(self, owner_of: Callable[[str], str | None], *, size: int = 10_000) -> None:
+    def __init__(
+        self,
+        owner_of: Callable[[str], str | None],
+        *,
+        trusted_proxies: Iterable[str] = (),
+        size: int = 10_000,
+    ) -> None:
         self.owner_of = owner_of
+        self.trusted = [p for p in trusted_proxies if p.strip()]
         self.size = size
         self._known: OrderedDict[str, str] = OrderedDict()
         self._pending: dict[str, asyncio.Future[str]] = {}
+
+    def anonymous(self, scope: Scope) -> str:
+        """The key of a caller without a learner: its client address (behind a trusted proxy,
+        the address the proxy saw)."""
+        client = scope.get("client")
+        peer = client[0] if client else None
+        return "a:" + client_ip(peer, _header(scope, b"x-forwarded-for"), self.trusted)
 
     def known(self, scope: Scope) -> str | None:
         """The caller's key when no look-up is needed, else None."""
         digest = credential_digest(scope)
         if digest is None:
-            client = scope.get("client")
-            return "a:" + (client[0] if client else "unknown")
+            return self.anonymous(scope)
         key = self._known.get(digest)
-        if key is not None:
-            self._known.move_to_end(digest)
-        return key
+        if key is None:
+            return None
+        self._known.move_to_end(digest)
+        return key or self.anonymous(scope)
 
     async def resolve(self, scope: Scope) -> str:
         digest = credential_digest(scope)
         if digest is None:
-            return self.known(scope) or "a:unknown"
+            return self.anonymous(scope)
         pending = self._pending.get(digest)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._pending[digest] = future
-        try:
-            owner = await anyio.to_thread.run_sync(self.owner_of, digest)
-            key = f"l:{owner}" if owner is not None else f"c:{digest[:32]}"
-            self._remember(digest, key)
-            future.set_result(key)
-            return key
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: the waiters (if any) re-raise it themselves
-            raise
-        finally:
-            del self._pending[digest]
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._pending[digest] = pending
+            try:
+                owner = await anyio.to_thread.run_sync(self.owner_of, digest)
+                key = f"l:{owner}" if owner is not None else ""
+                self._remember(digest, key)
+                pending.set_result(key)
+            except BaseException as exc:
+                pending.set_exception(exc)
+                pending.exception()  # retrieved: the waiters (if any) re-raise it themselves
+                raise
+            finally:
+                del self._pending[digest]
+        key = await asyncio.shield(pending)
+        return key or self.anonymous(scope)
 
     def _remember(self, digest: str, key: str) -> None:
         self._known[digest] = key
@@ -143,24 +167,30 @@ class RequestLimits:
         admitted: int,
         wait_s: float,
         learner_of: Callable[[str], str | None],
+        trusted_proxies: Iterable[str] = (),
+        body_grace_s: float = 5.0,
+        body_min_rate: int = 16 * 1024,
     ) -> None:
         self.app = app
         self.per_caller = per_caller
         self.streams_per_caller = streams_per_caller
         self.wait_s = wait_s
-        self.keys = LearnerKeys(learner_of)
+        self.body_grace_s = body_grace_s
+        self.body_min_rate = body_min_rate
+        self.keys = LearnerKeys(learner_of, trusted_proxies=trusted_proxies)
         self._admission = asyncio.Semaphore(admitted)
         self._requests: Counter[str] = Counter()
         self._streams: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
-        if scope["type"] != "http" or path.startswith("/static/"):
+        if scope["type"] != "http" or path.startswith("/static/") or path in UNLIMITED_PATHS:
             await self.app(scope, receive, send)
             return
         caller = self.keys.known(scope)
         if caller is None:  # a credential seen for the first time: find its learner, admitted
-            if not await self._admit():
+            lookup = Slot(self._admission, self.wait_s)
+            if not await lookup.acquire():
                 await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
                 return
             try:
@@ -169,7 +199,7 @@ class RequestLimits:
                 await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
                 return
             finally:
-                self._admission.release()
+                lookup.release()
         if STREAM_PATH.match(path):
             await self._stream(caller, scope, receive, send)
             return
@@ -178,22 +208,46 @@ class RequestLimits:
             return
         self._requests[caller] += 1
         try:
-            if not await self._admit():
-                await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
-                return
-            try:
-                await self.app(scope, receive, send)
-            finally:
-                self._admission.release()
+            await self._admitted(scope, receive, send)
         finally:
             _decrement(self._requests, caller)
 
-    async def _admit(self) -> bool:
+    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body (holding nothing), take a slot, run; the slot goes back when the
+        response starts (app/admission.py)."""
+        if has_body(scope.get("method", "")):
+            declared = _header(scope, b"content-length")
+            try:
+                body = await read_body(
+                    receive,
+                    declared=int(declared) if declared and declared.isdigit() else None,
+                    grace_s=self.body_grace_s,
+                    min_rate=self.body_min_rate,
+                )
+            except SlowBody:
+                await _answer(scope, receive, send, 408, "request_timeout", SLOW_BODY, 1)
+                return
+            except Disconnected:
+                return
+            except HTTPException as exc:  # BodyLimit: the body passed the size limit
+                await (await handle_http(Request(scope), exc))(scope, receive, send)
+                return
+            receive = replay(body, receive)
+        slot = Slot(self._admission, self.wait_s)
+        if not await slot.acquire():
+            await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+            return
+        scope[SLOT_KEY] = slot
+
+        async def send_releasing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                slot.release()  # the answer is made: a slow reader holds no slot
+            await send(message)
+
         try:
-            await asyncio.wait_for(self._admission.acquire(), self.wait_s)
-        except TimeoutError:
-            return False
-        return True
+            await self.app(scope, receive, send_releasing)
+        finally:
+            slot.release()
 
     async def _stream(self, caller: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A live event stream holds no connection between its polls: it is not admitted like a

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
@@ -32,13 +33,15 @@ from app.content import service as content
 from app.db import unit_of_work
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
+from app.input_rule import InputRule, document_rule
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
+from app.mail import close_outbox
 from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
-from app.web import pwa
+from app.web import api_docs, pwa
 from app.web import routes as web_routes
 from app.web.assets import Assets
 from app.web.templating import add_context_processor
@@ -66,6 +69,7 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             if backend is not None:
                 await asyncio.to_thread(backend.stop)
                 app.state.grading_backend = None
+            await asyncio.to_thread(close_outbox)  # the queued mails leave first (bounded)
 
     return run
 
@@ -86,6 +90,18 @@ def _learner_of(app: FastAPI) -> Callable[[str], str | None]:
     return learner_of
 
 
+def _document_input_rule(app: FastAPI) -> None:
+    """/openapi.json states the input rule (app/input_rule.py) on every string a request sends."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_rule(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     app = FastAPI(
@@ -93,6 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1.0.0",
         description="Learn PyTorch distributed training by running real code.",
         lifespan=lifespan(settings),
+        docs_url=None,  # /docs and /redoc from vendored assets (app/web/api_docs.py)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.grading_backend = None
@@ -118,10 +136,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(account_pages.router)
     app.include_router(learning_routes.router)
     app.include_router(health_routes.router)
+    app.include_router(api_docs.router)
 
     install_error_handlers(app)
+    _document_input_rule(app)
 
     app.add_middleware(CSRFCookieMiddleware, secure=settings.secure_cookies)
+    app.add_middleware(InputRule)  # on the body RequestLimits has read whole
     app.add_middleware(
         RequestLimits,
         per_caller=settings.max_requests_per_learner,
@@ -129,9 +150,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
         learner_of=_learner_of(app),
+        trusted_proxies=settings.trusted_proxies.split(","),
+        body_grace_s=settings.body_grace_s,
+        body_min_rate=settings.body_min_rate,
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
     app.add_middleware(CatchAll)
-    app.add_middleware(Compression)
+    # Outside CatchAll: the headers go on every answer, its 500 included.
+    app.add_middleware(SecurityHeaders, https=settings.base_url.startswith("https://"))
+    app.add_middleware(Compression)  # outermost: compresses the answer as it finally is
     return app

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -60,12 +60,15 @@ def fresh_database(admin_url: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def served(database_url: str, port: int) -> Iterator[str]:
+def served(
+    database_url: str, port: int, extra_env: Mapping[str, str] | None = None
+) -> Iterator[str]:
     env = {
         **os.environ,
         "RDV_DATABASE_URL": database_url,
         "RDV_GRADING_AUTOSTART": "false",
         "RDV_ENVIRONMENT": "development",
+        **(extra_env or {}),
     }
     with tempfile.TemporaryFile() as log:  # the server's log, shown if it fails to start
         server = subprocess.Popen(

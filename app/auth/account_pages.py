@@ -14,8 +14,12 @@ from pydantic import AfterValidator
 from app.auth import lifecycle
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
-from app.auth.mails import send_reset_mail
-from app.auth.routes import rate_limits
+from app.auth.routes import (
+    delete_with_queued_code,
+    limit_password_checks,
+    mail_reset,
+    rate_limits,
+)
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
@@ -72,6 +76,7 @@ def password_submit(
     if auth is None:
         return RedirectResponse("/login?next=/account/password", status_code=303)
     try:
+        limit_password_checks(request, auth.user)
         lifecycle.change_password(
             session, auth.user, current=current_password, new=new_password, keep_device=auth.device
         )
@@ -95,7 +100,8 @@ def delete_submit(
     if auth is None:
         return RedirectResponse("/login?next=/account/delete", status_code=303)
     try:
-        lifecycle.delete_account(session, auth.user, password=password)
+        limit_password_checks(request, auth.user)
+        delete_with_queued_code(request, session, auth.user, password)
     except AppError as exc:
         return _failed(request, "auth/delete.html", exc, {"invalid_credentials": "password"})
     return _signed_out("/account/deleted")
@@ -136,7 +142,7 @@ def forgot_submit(
     if rate_limits(request).check_reset(request_ip(request), email) is None:
         reset = lifecycle.request_reset(session, email)
         if reset is not None:
-            send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
+            mail_reset(tasks, request, reset)
     return _render(request, "auth/forgot.html", sent=True)
 
 

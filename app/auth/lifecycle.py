@@ -107,11 +107,6 @@ def reset_password(session: Session, *, token: str, new: str) -> User:
     user = repository.get_user(session, reset.user_id)
     if user is None:
         raise ResetLinkInvalid()
-    session.execute(
-        update(PasswordReset)
-        .where(PasswordReset.user_id == user.id, PasswordReset.used_at.is_(None))
-        .values(used_at=now)
-    )
     _set_password(session, user, new, keep_device=None)
     return user
 
@@ -119,8 +114,15 @@ def reset_password(session: Session, *, token: str, new: str) -> User:
 def _set_password(
     session: Session, user: User, new: str, *, keep_device: DeviceToken | None
 ) -> None:
-    check_password(new)
+    """The new password; every reset link issued before it stops working, and the devices
+    other than `keep_device` are signed out."""
+    check_password(new, email=user.email)
     user.password_hash = security.hash_password(new)
+    session.execute(
+        update(PasswordReset)
+        .where(PasswordReset.user_id == user.id, PasswordReset.used_at.is_(None))
+        .values(used_at=datetime.now(UTC))
+    )
     others = update(DeviceToken).where(
         DeviceToken.user_id == user.id, DeviceToken.revoked_at.is_(None)
     )

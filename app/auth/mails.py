@@ -1,16 +1,26 @@
 """The account mails, in the language of the request, queued to leave after the answer (so
-that sending takes no time the client could measure). No FastAPI routes here."""
+that sending takes no time the client could measure) from the outbox (app/mail.py: a background
+thread with retries; the request holds nothing while the relay is slow). No FastAPI routes here.
+
+Every mail is limited per recipient, and the mail that anyone can set off, "someone tried to
+register with your address", more tightly (`AuthRateLimits.check_mail`): a mailbox is never
+flooded. A mail over a limit is dropped, logged."""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import BackgroundTasks
 
 from app.auth import lifecycle
+from app.auth.ratelimit import AuthRateLimits
 from app.auth.service import Registration
 from app.config import Settings
 from app.errors import N_
 from app.i18n import translate
-from app.mail import send_mail
+from app.mail import outbox
+
+log = logging.getLogger(__name__)
 
 
 def _queue(
@@ -21,14 +31,24 @@ def _queue(
     to: str,
     subject: str,
     paragraphs: list[str],
+    limits: AuthRateLimits,
+    tried_to_register: bool = False,
     **params: str,
 ) -> None:
+    if not limits.check_mail(to, tried_to_register=tried_to_register):
+        log.warning("a mail over its per-recipient limit was not sent")
+        return
     body = "\n\n".join(translate(locale, text).format(**params) for text in paragraphs)
-    tasks.add_task(send_mail, settings, to=to, subject=translate(locale, subject), body=body + "\n")
+    mail = {"to": to, "subject": translate(locale, subject), "body": body + "\n"}
+    tasks.add_task(outbox().put, settings, **mail)
 
 
 def send_reset_mail(
-    tasks: BackgroundTasks, settings: Settings, reset: lifecycle.ResetRequest, locale: str
+    tasks: BackgroundTasks,
+    settings: Settings,
+    reset: lifecycle.ResetRequest,
+    locale: str,
+    limits: AuthRateLimits,
 ) -> None:
     """The link (and the code, for the app) that sets a new password."""
     link = f"{settings.base_url.rstrip('/')}/reset-password?token={reset.token}"
@@ -45,13 +65,18 @@ def send_reset_mail(
         to=reset.user.email,
         subject=N_("Reset your Rendezvous password"),
         paragraphs=paragraphs,
+        limits=limits,
         link=link,
         token=reset.token,
     )
 
 
 def send_registration_mail(
-    tasks: BackgroundTasks, settings: Settings, registration: Registration, locale: str
+    tasks: BackgroundTasks,
+    settings: Settings,
+    registration: Registration,
+    locale: str,
+    limits: AuthRateLimits,
 ) -> None:
     """After a registration, which answers the same whether or not the address had an account:
     a welcome to a new account, or, to the owner of an existing one, word that someone tried."""
@@ -80,6 +105,8 @@ def send_registration_mail(
         to=registration.user.email,
         subject=subject,
         paragraphs=paragraphs,
+        limits=limits,
+        tried_to_register=not registration.created,
         login=f"{base}/login",
         forgot=f"{base}/forgot-password",
     )

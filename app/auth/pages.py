@@ -180,7 +180,7 @@ def register_submit(
     # The same answer, after the same work, whether or not the address had an account: nobody
     # learns from this form who has one. The mail says which it was, to the address's owner.
     settings = request.app.state.settings
-    send_registration_mail(tasks, settings, registration, _locale(request))
+    send_registration_mail(tasks, settings, registration, _locale(request), _limits(request))
     target = urlencode({"registered": "1", "next": _welcome_url(next)})
     return RedirectResponse(f"/login?{target}", status_code=303)
 

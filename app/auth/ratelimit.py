@@ -56,7 +56,8 @@ class SlidingWindow:
 @dataclass
 class AuthRateLimits:
     """Login: 10 per (IP, email), 30 per email from any address and 50 per IP per 15 minutes.
-    Registration: 20 per IP per hour. Emails are normalised first (as accounts store them), so
+    Registration: 20 per IP per hour. Mail: 10 per recipient an hour, of which 2 "someone tried
+    to register with your address". Emails are normalised first (as accounts store them), so
     padding or capitals do not make a new key."""
 
     login_per_ip_and_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 900))
@@ -65,6 +66,9 @@ class AuthRateLimits:
     register_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
     reset_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(5, 3600))
     reset_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
+    # Mail: every mail per recipient, and "someone tried to register" (anyone can set it off).
+    mail_per_recipient: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 3600))
+    tried_to_register: SlidingWindow = field(default_factory=lambda: SlidingWindow(2, 3600))
 
     def check_login(self, ip: str, email: str) -> int | None:
         account = normalize_email(email)
@@ -79,6 +83,13 @@ class AuthRateLimits:
         return _first_refusal(
             self.reset_per_ip.hit(ip), self.reset_per_account.hit(normalize_email(email))
         )
+
+    def check_mail(self, to: str, *, tried_to_register: bool = False) -> bool:
+        """Whether one more mail may go to this address now (counted when it may)."""
+        recipient = normalize_email(to)
+        if tried_to_register and self.tried_to_register.hit(recipient) is not None:
+            return False
+        return self.mail_per_recipient.hit(recipient) is None
 
     def check_register(self, ip: str) -> int | None:
         return _first_refusal(self.register_per_ip.hit(ip))

@@ -7,10 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
 from pydantic import AfterValidator
+from sqlalchemy.orm import Session
 
 from app.auth import lifecycle, service
 from app.auth.deps import CurrentAuth, CurrentLearner
 from app.auth.mails import send_registration_mail, send_reset_mail
+from app.auth.models import User
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import (
     AccountDeletion,
@@ -26,6 +28,8 @@ from app.db import SessionDep
 from app.errors import AppError, error_responses
 from app.i18n import resolve_locale
 from app.limits import request_ip
+from app.submissions import service as submissions
+from app.submissions.backends import GradingBackend
 from app.text import NO_NUL, storable
 
 api_router = APIRouter(tags=["accounts"])
@@ -34,6 +38,14 @@ api_router = APIRouter(tags=["accounts"])
 def rate_limits(request: Request) -> AuthRateLimits:
     limits: AuthRateLimits = request.app.state.auth_rate_limits
     return limits
+
+
+def limit_password_checks(request: Request, user: User) -> None:
+    """A password checked with a credential (change it, delete the account) counts as a sign-in
+    to that account from this address: a stolen token cannot guess at sign-in's pace and more."""
+    wait = rate_limits(request).check_login(request_ip(request), user.email)
+    if wait is not None:
+        raise _rate_limited(wait)
 
 
 def _rate_limited(retry_after: int) -> AppError:
@@ -67,7 +79,9 @@ def register(
         session, email=body.email, password=body.password, display_name=body.display_name
     )
     locale = resolve_locale(request)
-    send_registration_mail(tasks, request.app.state.settings, registration, locale)
+    send_registration_mail(
+        tasks, request.app.state.settings, registration, locale, rate_limits(request)
+    )
     return UserPublic.model_validate(registration.user)
 
 
@@ -143,10 +157,14 @@ def me(learner: CurrentLearner) -> UserPublic:
     "/auth/password",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses=error_responses(401, 403, 422),
+    responses=error_responses(401, 403, 422, 429),
 )
-def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep) -> Response:
-    """A new password. Every other device is signed out; this one stays signed in."""
+def change_password(
+    request: Request, body: PasswordChange, auth: CurrentAuth, session: SessionDep
+) -> Response:
+    """A new password. Every other device is signed out; this one stays signed in. The current
+    password is checked as at sign-in, with the same limits (429 beyond)."""
+    limit_password_checks(request, auth.user)
     lifecycle.change_password(
         session,
         auth.user,
@@ -161,13 +179,28 @@ def change_password(body: PasswordChange, auth: CurrentAuth, session: SessionDep
     "/me",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses=error_responses(401, 403, 422),
+    responses=error_responses(401, 403, 422, 429),
 )
-def delete_account(body: AccountDeletion, learner: CurrentLearner, session: SessionDep) -> Response:
+def delete_account(
+    request: Request, body: AccountDeletion, learner: CurrentLearner, session: SessionDep
+) -> Response:
     """Delete your account, confirmed with your password: progress, drafts, submissions,
-    devices and everything else kept for you go with it, at once and for good."""
-    lifecycle.delete_account(session, learner, password=body.password)
+    devices and everything else kept for you go with it, at once and for good. The password is
+    checked as at sign-in, with the same limits (429 beyond)."""
+    limit_password_checks(request, learner)
+    delete_with_queued_code(request, session, learner, password=body.password)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def delete_with_queued_code(request: Request, session: Session, user: User, password: str) -> None:
+    """Delete the account (lifecycle.py) and, once that is committed, the code of its
+    submissions still waiting in the grading queue (app/submissions/queue.py)."""
+    job_ids = submissions.queued_job_ids(session, user.id)
+    lifecycle.delete_account(session, user, password=password)
+    session.commit()
+    backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
+    if backend is not None and job_ids:
+        backend.withdraw(job_ids)
 
 
 @api_router.post(
@@ -186,8 +219,14 @@ def request_password_reset(
         raise _rate_limited(wait)
     reset = lifecycle.request_reset(session, body.email)
     if reset is not None:
-        send_reset_mail(tasks, request.app.state.settings, reset, resolve_locale(request))
+        mail_reset(tasks, request, reset)
     return Response(status_code=status.HTTP_202_ACCEPTED)
+
+
+def mail_reset(tasks: BackgroundTasks, request: Request, reset: lifecycle.ResetRequest) -> None:
+    """The reset mail, in the request's language, under the per-recipient limits."""
+    settings = request.app.state.settings
+    send_reset_mail(tasks, settings, reset, resolve_locale(request), rate_limits(request))
 
 
 @api_router.post(

@@ -57,7 +57,7 @@ def register_quietly(
 ) -> Registration:
     """A new account, or, when the address has one already, an unsaved look-alike made with the
     same work (the password is hashed either way), so status and timing say nothing."""
-    check_password(password)
+    check_password(password, email=email)
     user = User(
         id=uuid.uuid4(),
         email=normalize_email(email),

@@ -4,14 +4,18 @@ Thin: see service.py."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app.admission import inside_slot, outside_slot
 from app.auth.deps import CurrentInstructor, CurrentLearner
 from app.coach import replies, service, struggles
+from app.coach.asking import ASKING, Ticket
+from app.coach.llm import ChatProvider
 from app.coach.schemas import (
     CoachAnswer,
     CoachExchangePublic,
@@ -101,35 +105,59 @@ def ask_coach(
     `?locale=`), named by `Content-Language`.
     """
     settings = request.app.state.settings
-    prepared = service.prepare(
-        session, user_id=learner.id, body=body, locale=locale, settings=settings
-    )
-    provider = service.provider_from(settings)
-    # Nothing of the request's transaction or connection is held while the model answers: on
-    # SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer would
-    # stall every other learner's writes. What the answer needs is in `prepared` (plain data);
-    # it is stored afterwards in a short transaction of its own.
-    session.commit()  # ends the transaction: the connection goes back to the pool
-    user_id = learner.id
-    headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
-    if accept and EVENT_STREAM in accept:
+    # Counted as asked until answered (the hourly limit is atomic); the stream closes its own.
+    ticket: Ticket | None = ASKING.begin(learner.id)
+    try:
+        prepared = service.prepare(
+            session,
+            user_id=learner.id,
+            body=body,
+            locale=locale,
+            settings=settings,
+            in_flight=ticket.earlier if ticket else 0,
+        )
+        provider = service.provider_from(settings)
+        # Nothing of the request's transaction or connection is held while the model answers:
+        # on SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer
+        # would stall every other learner's writes. What the answer needs is in `prepared`
+        # (plain data); it is stored afterwards in a short transaction of its own.
+        session.commit()  # ends the transaction: the connection goes back to the pool
+        headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
+        if accept and EVENT_STREAM in accept:
+            headers["X-Accel-Buffering"] = "no"
+            stream = _events(request, sessions, learner.id, prepared, provider, ticket)
+            ticket = None
+            return StreamingResponse(stream, media_type=EVENT_STREAM, headers=headers)
+        with outside_slot(request):  # nor an admission slot held: others use it meanwhile
+            reply = replies.answer(prepared, provider)
+        with sessions() as own:  # stored (committed) before the ticket closes
+            service.record(own, user_id=learner.id, prepared=prepared, reply=reply)
+        return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
+    finally:
+        if ticket is not None:
+            ticket.done()
 
-        def events() -> Iterator[str]:
-            for kind, payload in replies.stream(prepared, provider):
-                if kind == "done":
-                    with sessions() as own:
-                        service.record(own, user_id=user_id, prepared=prepared, reply=payload)
-                    data: dict[str, Any] = payload.public().model_dump(mode="json")
-                else:
-                    data = {"text": payload} if kind == "delta" else {}
-                yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
-        headers["X-Accel-Buffering"] = "no"
-        return StreamingResponse(events(), media_type=EVENT_STREAM, headers=headers)
-    reply = replies.answer(prepared, provider)
-    with sessions() as own:
-        service.record(own, user_id=user_id, prepared=prepared, reply=reply)
-    return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
+def _events(
+    request: Request,
+    sessions: SessionFactory,
+    user_id: uuid.UUID,
+    prepared: service.Prepared,
+    provider: ChatProvider | None,
+    ticket: Ticket | None,
+) -> Iterator[str]:
+    try:
+        for kind, payload in replies.stream(prepared, provider):
+            if kind == "done":  # the response started: its slot went back; take one
+                with inside_slot(request), sessions() as own:
+                    service.record(own, user_id=user_id, prepared=prepared, reply=payload)
+                data: dict[str, Any] = payload.public().model_dump(mode="json")
+            else:
+                data = {"text": payload} if kind == "delta" else {}
+            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+    finally:
+        if ticket is not None:
+            ticket.done()
 
 
 @api_router.get("/coach/history", response_model=CoachHistory, responses=error_responses(401))

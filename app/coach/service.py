@@ -85,13 +85,21 @@ def _exercise_not_found(locale: str, exercise_id: str) -> AppError:
 
 
 def check_rate(
-    session: Session, *, user_id: uuid.UUID, limit: int, locale: str, now: datetime
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    limit: int,
+    locale: str,
+    now: datetime,
+    in_flight: int = 0,
 ) -> None:
-    """At most `limit` questions per learner in any hour; 429 with Retry-After beyond."""
+    """At most `limit` questions per learner in any hour, the `in_flight` ones being answered
+    (app/coach/asking.py) counted as asked; 429 with Retry-After beyond."""
     asked = repository.asked_since(session, user_id=user_id, since=now - RATE_WINDOW)
-    if len(asked) < limit:
+    if len(asked) + in_flight < limit:
         return
-    frees_at = _aware(asked[len(asked) - limit]) + RATE_WINDOW
+    oldest = len(asked) + in_flight - limit
+    frees_at = (_aware(asked[oldest]) if oldest < len(asked) else now) + RATE_WINDOW
     wait = max(1, math.ceil((frees_at - now).total_seconds()))
     error = _error(
         locale,
@@ -122,6 +130,7 @@ def prepare(
     locale: str,
     settings: Settings,
     now: datetime | None = None,
+    in_flight: int = 0,
 ) -> Prepared:
     """Check the request (404s, rate limit) and gather what the answer may draw on."""
     now = now or datetime.now(UTC)
@@ -177,7 +186,12 @@ def prepare(
     ):
         raise _exercise_not_found(locale, exercise_id)
     check_rate(
-        session, user_id=user_id, limit=settings.coach_questions_per_hour, locale=locale, now=now
+        session,
+        user_id=user_id,
+        limit=settings.coach_questions_per_hour,
+        locale=locale,
+        now=now,
+        in_flight=in_flight,
     )
     return _gather(session, body, locale, exercise_id, submission)
 

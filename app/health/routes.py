@@ -1,5 +1,6 @@
 """`GET /healthz`: 200 when the database (and, with the procrastinate backend, the queue)
-answers, else 503. Used by the compose healthchecks; no session, no locale, nothing cached."""
+answers, else 503. Used by the compose healthchecks; no session, no locale, nothing cached.
+Never counted nor queued by the request limits, and on its own connection (service.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from app.db import get_engine
 from app.health import service
 
 router = APIRouter()
@@ -15,7 +15,7 @@ router = APIRouter()
 
 @router.get("/healthz", include_in_schema=False)
 async def healthz(request: Request) -> JSONResponse:
-    database = await run_in_threadpool(service.database_ok, get_engine())
+    database = await run_in_threadpool(service.database_ok, service.probe_engine())
     queue = await run_in_threadpool(service.queue_ok, request.app.state.settings)
     healthy = database and queue is not False
     body = {

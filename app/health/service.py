@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from app.config import Settings
+from app.config import Settings, get_settings
+from app.db import make_engine
 
 PROBE_TIMEOUT_S = 3
+
+
+@lru_cache
+def probe_engine() -> Engine:
+    """The probe's own connection, apart from the learners' pool: a pool that learners keep
+    busy never makes the probe wait (or answer 503) behind them."""
+    settings = get_settings()
+    return make_engine(
+        settings.database_url, pool_size=1, max_overflow=1, pool_timeout=PROBE_TIMEOUT_S
+    )
 
 
 def database_ok(engine: Engine) -> bool:

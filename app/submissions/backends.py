@@ -50,6 +50,10 @@ class GradingBackend(Protocol):
     def stop(self) -> None:
         """Stop taking work; a job still running is picked up again by the next start."""
 
+    def withdraw(self, job_ids: list[int]) -> int:
+        """A deleted account's jobs that no worker has taken yet: removed from the queue, with
+        the code they carry. How many were removed."""
+
 
 def real_grade(job: Job, *, on_event: Callable[[GradeEvent], None] | None = None) -> Result:
     from grader.api import grade
@@ -125,6 +129,11 @@ class LocalBackend:
             self._thread.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def withdraw(self, job_ids: list[int]) -> int:
+        """Nothing to do: this backend reads each job's code from its row when it claims it, and
+        a deleted account's rows are gone (a claim of one finds nothing)."""
+        return 0
 
     def run_pending_once(self) -> int:
         """Claim and start what fits now; returns how many jobs started (tests, benchmarks)."""

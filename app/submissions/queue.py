@@ -141,6 +141,20 @@ class ProcrastinateBackend:
     def expect(self, exercise: str) -> None:
         """Nothing here: grader workers on other machines warm their pools for what they grade."""
 
+    def withdraw(self, job_ids: list[int]) -> int:
+        """A deleted account's jobs, through procrastinate's own cancel: one no worker has taken
+        yet (`todo`) is deleted, and its arguments, the learner's code, with it; one a worker
+        runs gets an abort request, on which the worker cancels its task and sends nothing back
+        (a result that came anyway would find no submission and be dropped)."""
+        withdrawn = 0
+        with psycopg.connect(self.conninfo, autocommit=True) as conn:
+            for job_id in job_ids:
+                row = conn.execute(
+                    "SELECT procrastinate_cancel_job_v1(%s, true, true)", (job_id,)
+                ).fetchone()
+                withdrawn += row is not None and row[0] is not None
+        return withdrawn
+
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)

@@ -59,11 +59,18 @@ def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:
 
 
 def queue_position(session: Session, submission: Submission) -> int:
-    """1 for the next submission to start: queued ones created before it, plus itself."""
+    """1 for the next submission to start: queued ones ahead of it in the queue's order
+    (created_at, then id: submissions made at the same instant still get distinct places),
+    plus itself."""
+    created = submission.created_at
     ahead = session.scalar(
         select(func.count())
         .select_from(Submission)
-        .where(Submission.status == QUEUED, Submission.created_at < submission.created_at)
+        .where(
+            Submission.status == QUEUED,
+            (Submission.created_at < created)
+            | ((Submission.created_at == created) & (Submission.id < submission.id)),
+        )
     )
     return int(ahead or 0) + 1
 
@@ -126,7 +133,7 @@ def next_queued(session: Session, *, limit: int, undispatched_only: bool) -> Seq
     query = select(Submission).where(Submission.status == QUEUED)
     if undispatched_only:
         query = query.where(Submission.dispatched_at.is_(None))
-    return session.scalars(query.order_by(Submission.created_at).limit(limit)).all()
+    return session.scalars(query.order_by(Submission.created_at, Submission.id).limit(limit)).all()
 
 
 def claim(session: Session, *, submission_id: uuid.UUID, owner: str, now: datetime) -> int:
@@ -267,3 +274,15 @@ def dispatched_unfinished(session: Session) -> list[tuple[uuid.UUID, int]]:
         )
     ).all()
     return [(row[0], int(row[1])) for row in rows if row[1] is not None]
+
+
+def dispatched_job_ids_of(session: Session, user_id: uuid.UUID) -> list[int]:
+    """The queue job ids of a learner's submissions handed to the queue and not yet ended."""
+    rows = session.scalars(
+        select(Submission.queue_job_id).where(
+            Submission.user_id == user_id,
+            Submission.status.in_(UNFINISHED),
+            Submission.queue_job_id.is_not(None),
+        )
+    ).all()
+    return [int(job_id) for job_id in rows if job_id is not None]

@@ -190,3 +190,8 @@ def _changed_since(draft: Draft, base: datetime) -> bool:
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
     repo.delete_draft(session, user_id=user_id, exercise=exercise)
+
+
+def queued_job_ids(session: Session, user_id: uuid.UUID) -> list[int]:
+    """A learner's jobs in the grading queue (to withdraw when the account is deleted)."""
+    return repo.dispatched_job_ids_of(session, user_id)

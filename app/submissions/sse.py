@@ -3,7 +3,7 @@
 Each stored event goes out with its row id as the SSE `id`, so a browser that reconnects with
 `Last-Event-ID` gets exactly the events it missed. `queued` events (the queue position) are
 computed live and carry no id. The stream ends after `done`, or with `signed_out` as soon as the
-token it was opened with is revoked (checked at every poll).
+token it was opened with is revoked (checked at every poll), a deleted account's too.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from app.submissions.models import QUEUED, SubmissionEvent
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 RETRY_MS = 1000
+GONE = "gone"  # a Snapshot's status when the submission was deleted (its account was)
 KEEPALIVE_SECONDS = 15.0
 
 
@@ -60,7 +61,8 @@ def _snapshot(
 ) -> Snapshot:
     with session_factory() as session:
         submission = repo.get(session, submission_id)
-        assert submission is not None
+        if submission is None:  # deleted with its account while the stream was open
+            return Snapshot(signed_in(session), GONE, None, None, 0, [])
         session.refresh(submission)
         events: list[SubmissionEvent] = service.events_after(
             session, submission_id=submission_id, after_id=after
@@ -96,6 +98,8 @@ async def stream(
         snap = await asyncio.to_thread(_snapshot, session_factory, submission_id, after, signed_in)
         if not snap.signed_in:
             yield format_event("signed_out", {"message": "This device was signed out."})
+            return
+        if snap.status == GONE:  # the submission no longer exists: end the stream cleanly
             return
         if snap.status == QUEUED and snap.position is not None and snap.position != last_position:
             last_position = snap.position

@@ -110,12 +110,61 @@ def _burst(
 )
 def test_one_caller_beyond_its_cap_gets_429_and_others_still_get_in(path: str, cap: int) -> None:
     gate = _Gate()
+    owners = _owner_by_token({"rdv_greedy": "greedy", "rdv_b": "b"})
     limits = RequestLimits(
-        gate, per_caller=3, streams_per_caller=2, admitted=10, wait_s=5, learner_of=lambda _: None
+        gate, per_caller=3, streams_per_caller=2, admitted=10, wait_s=5, learner_of=owners
     )
     statuses, other_status = _burst(limits, gate, path, ["rdv_greedy"], "rdv_b", cap)
     assert sorted(statuses) == [200] * cap + [429] * (10 - cap)
     assert other_status == 200
+
+
+@pytest.mark.parametrize(("path", "cap"), [("/api/v1/me", 3), ("/api/v1/submissions/x/events", 2)])
+def test_made_up_tokens_count_as_one_anonymous_caller_per_address(path: str, cap: int) -> None:
+    """Ten tokens that belong to nobody, from one address, share that address's cap (each used
+    to count alone); a real learner's token still gets in."""
+    gate = _Gate()
+    owners = _owner_by_token({"rdv_real": "real"})
+    limits = RequestLimits(
+        gate, per_caller=3, streams_per_caller=2, admitted=10, wait_s=5, learner_of=owners
+    )
+    made_up = [f"rdv_made_up_{i}" for i in range(10)]
+    statuses, other_status = _burst(limits, gate, path, made_up, "rdv_real", cap)
+    assert sorted(statuses) == [200] * cap + [429] * (10 - cap)
+    assert other_status == 200
+
+
+def test_behind_a_trusted_proxy_anonymous_callers_count_per_client_address() -> None:
+    """Through the proxy, each visitor has their own cap; the proxy's own address is not one
+    caller for all (the whole site got 429 behind a load balancer)."""
+    gate = _Gate()
+    limits = RequestLimits(
+        gate,
+        per_caller=1,
+        streams_per_caller=1,
+        admitted=10,
+        wait_s=5,
+        learner_of=lambda _: None,
+        trusted_proxies=["127.0.0.1"],
+    )
+    app = _with_state(limits)
+
+    async def scenario() -> list[int]:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            visitors = [
+                asyncio.create_task(
+                    http.get("/courses", headers={"X-Forwarded-For": f"203.0.113.{i}"})
+                )
+                for i in range(5)
+            ]
+            while gate.entered < 5:  # all five visitors got in at once
+                await asyncio.sleep(0.01)
+            again = await http.get("/courses", headers={"X-Forwarded-For": "203.0.113.0"})
+            gate.release.set()
+            return [again.status_code] + [(await task).status_code for task in visitors]
+
+    assert _run(scenario()) == [429, 200, 200, 200, 200, 200]
 
 
 @pytest.mark.parametrize(("path", "cap"), [("/api/v1/me", 3), ("/api/v1/submissions/x/events", 2)])

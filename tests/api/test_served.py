@@ -3,92 +3,21 @@ register, token, lesson with ETag, sync twice with a cursor from two devices, re
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
-from app.config import REPO_ROOT
-from tests.conftest import PG_ADMIN_URL
+from tests.api.served import served
 
-STARTUP_DEADLINE_S = 180.0
 LESSON = "ddp-fundamentals"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _postgres_url() -> str:
-    name = f"rdv_served_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-
-
-def _drop_postgres(url: str) -> None:
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)'))
-    admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    database_url = (
-        f"sqlite:///{tmp_path / 'served.db'}" if request.param == "sqlite" else _postgres_url()
-    )
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "RDV_ENVIRONMENT": "test",
-        "RDV_DATABASE_URL": database_url,
-        "RDV_BASE_URL": url,
-        "PYTHONUNBUFFERED": "1",
-    }
-    log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                if httpx.get(f"{url}/api/v1/courses", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if request.param == "postgres":
-            _drop_postgres(database_url)
+    with served(request.param, tmp_path) as running:
+        yield running.url
 
 
 def test_mobile_flow_through_the_served_app(server: str) -> None:

@@ -14,14 +14,30 @@ from aiosmtpd.smtp import Session as SMTPSession
 from fastapi import FastAPI
 
 from app.config import Settings
+from app.mail import outbox
 
 
 class Inbox:
+    """What the SMTP server received; `messages` once the app's outbox has sent what it queued
+    (mail leaves from a background thread, app/mail.py)."""
+
     def __init__(self) -> None:
-        self.messages: list[Message] = []
+        self.received: list[Message] = []
+
+    @property
+    def messages(self) -> list[Message]:
+        assert outbox().wait_idle(30), "the outbox did not send its mail within 30 s"
+        return self.received
+
+
+class _Receiver:
+    """The SMTP server's handler (apart from Inbox: aiosmtpd reads every attribute of it)."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
 
     async def handle_DATA(self, server: SMTP, session: SMTPSession, envelope: Envelope) -> str:
-        self.messages.append(message_from_bytes(envelope.content or b""))
+        self.inbox.received.append(message_from_bytes(envelope.content or b""))
         return "250 Message accepted for delivery"
 
 
@@ -32,7 +48,7 @@ def inbox(app: FastAPI) -> Iterator[Inbox]:
     with socket.socket() as probe:  # a free port (aiosmtpd checks readiness by connecting)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller = Controller(_Receiver(handler), hostname="127.0.0.1", port=port)
     controller.start()
     try:
         app.state.settings = Settings(
