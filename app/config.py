@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     coach_api_key: SecretStr | None = None
     coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
     coach_questions_per_hour: int = Field(20, ge=1)
+    # Multiplies the per-address sign-in, registration and reset allowances (AuthRateLimits):
+    # raise it where many learners share one address (a classroom behind NAT).
+    auth_address_limit_factor: int = Field(1, ge=1, le=1000)
     # Instructor analytics: a figure counting fewer learners than this (but some) shows as "<N".
     analytics_min_cohort: int = Field(5, ge=1, le=1000)
 

@@ -114,7 +114,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.grading_backend = None
-    app.state.auth_rate_limits = AuthRateLimits()
+    app.state.auth_rate_limits = AuthRateLimits.for_addresses_shared_by(
+        settings.auth_address_limit_factor
+    )
     app.state.unit_of_work = unit_of_work  # outside a route (the limits' look-up of a learner)
     add_context_processor(csrf_context)
     add_context_processor(account_context)

@@ -70,6 +70,18 @@ class AuthRateLimits:
     mail_per_recipient: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 3600))
     tried_to_register: SlidingWindow = field(default_factory=lambda: SlidingWindow(2, 3600))
 
+    @classmethod
+    def for_addresses_shared_by(cls, factor: int) -> AuthRateLimits:
+        """The same limits with `factor` times each per-address allowance (sign-in, registration,
+        reset requests); per-account and per-recipient ones unchanged. For learners who share one
+        address (a classroom behind NAT) and for the browser tests, which sign up dozens of
+        learners from 127.0.0.1."""
+        limits = cls()
+        for name in ("login_per_ip", "register_per_ip", "reset_per_ip"):
+            window: SlidingWindow = getattr(limits, name)
+            setattr(limits, name, SlidingWindow(window.limit * factor, window.window_s))
+        return limits
+
     def check_login(self, ip: str, email: str) -> int | None:
         account = normalize_email(email)
         return _first_refusal(

@@ -38,3 +38,14 @@ def test_login_limit_is_per_ip_and_email() -> None:
     assert limits.check_login("1.2.3.4", "A@example.org") is not None  # case does not matter
     assert limits.check_login("1.2.3.4", "b@example.org") is None
     assert limits.check_login("5.6.7.8", "a@example.org") is None
+
+
+def test_a_shared_address_factor_raises_only_the_per_address_allowances() -> None:
+    limits = AuthRateLimits.for_addresses_shared_by(3)
+    for n in range(60):  # 3 x 20 registrations from one address
+        assert limits.check_register("10.0.0.1") is None, n
+    assert limits.check_register("10.0.0.1") is not None
+    for _ in range(10):  # per address and account: unchanged
+        assert limits.check_login("10.0.0.1", "a@example.org") is None
+    assert limits.check_login("10.0.0.1", "a@example.org") is not None
+    assert AuthRateLimits.for_addresses_shared_by(1).register_per_ip.limit == 20

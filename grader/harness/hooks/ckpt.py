@@ -6,7 +6,7 @@ import dataclasses
 import io
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -193,17 +193,19 @@ def install(tracer: Tracer) -> None:
 
         return save
 
+    def traced_load(path: Any, line: Any, call: Callable[[], Any]) -> Any:
+        """Run a load, recording where it read from and whether it worked."""
+        try:
+            out = call()
+        except BaseException as exc:
+            tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
+            raise
+        tracer.record(Load(path=path, line=line, ok=True))
+        return out
+
     def make_load(original: Any) -> Any:
         def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-            line = tracer.where()
-            path = _path(f)
-            try:
-                out = original(f, *args, **kwargs)
-            except BaseException as exc:
-                tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
-                raise
-            tracer.record(Load(path=path, line=line, ok=True))
-            return out
+            return traced_load(_path(f), tracer.where(), lambda: original(f, *args, **kwargs))
 
         return load
 
@@ -250,14 +252,8 @@ def install(tracer: Tracer) -> None:
 
     def make_dcp_load(original: Any) -> Any:
         def load(state_dict: Any, *args: Any, **kwargs: Any) -> Any:
-            line, path = tracer.where(), _dcp_dir(args, kwargs)
-            try:
-                out = original(state_dict, *args, **kwargs)
-            except BaseException as exc:
-                tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
-                raise
-            tracer.record(Load(path=path, line=line, ok=True))
-            return out
+            path, line = _dcp_dir(args, kwargs), tracer.where()
+            return traced_load(path, line, lambda: original(state_dict, *args, **kwargs))
 
         return load
 
