@@ -241,9 +241,8 @@ def _not_mean(run: RunView, replay: Replay, line: int | None, why: Message) -> M
         return msg(
             "accum.not_mean",
             "In your run, rank 0's first optimizer step {at} used a gradient of norm "
-            "{stepped:.4g}; the mean of the {micro} micro-batch gradients of all ranks "
-            "(replayed in one process, each from its own unscaled loss) has norm "
-            "{mean:.4g}: {why}.",
+            "{stepped:.4g}; the mean gradient over the samples of the {micro} micro-batches "
+            "of all ranks (replayed in one process) has norm {mean:.4g}: {why}.",
             at=run.at(line),
             stepped=float(replay.norm_stepped),
             micro=int(replay.micro_total),
