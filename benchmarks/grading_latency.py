@@ -25,7 +25,7 @@ from grader import warm
 from grader.api import grade, prewarm_exercise
 from grader.contract import Job
 from grader.exercises import load_spec
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "lessons" / "02-ddp-fundamentals" / "exercises" / "train" / "solution.py"

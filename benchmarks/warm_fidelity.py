@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader import warm
 from grader.contract import Result
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,8 @@ from grader import warm
 from grader.api import grade
 from grader.contract import Job, Result
 from grader.exercises import exercise_dir, graded_exercises, load_spec
-from grader.launcher import FORK_ENV, prewarm_for
+from grader.launch.host import prewarm_for
+from grader.launch.plan import FORK_ENV
 
 LESSON2 = "ddp-fundamentals/train"
 

@@ -30,7 +30,6 @@ from grader.contract import (
     localize,
 )
 from grader.events import HarnessError, Init, ProgramException
-from grader.faults import place_faults
 from grader.i18n import (
     SUMMARY_FAILED,
     SUMMARY_PASSED,
@@ -38,7 +37,9 @@ from grader.i18n import (
     message_fields,
     msg,
 )
-from grader.launcher import Launch, plan_launches, prewarm_for, run_launch
+from grader.launch.faults import place_faults
+from grader.launch.host import prewarm_for, run_launch
+from grader.launch.plan import Launch, plan_launches
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
 from grader.stages import (
     in_launch,

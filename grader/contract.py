@@ -37,7 +37,7 @@ class FaultSpec(_Strict):
     kind: Literal["exit"] = "exit"
     rank: int = 1
     # "snapshot": stop the rank `after_steps` optimizer steps after the program's first snapshot
-    # was completely written, as its uninterrupted reference run shows (grader/faults.py);
+    # was completely written, as its uninterrupted reference run shows (grader/launch/faults.py);
     # "steps": after `after_steps` optimizer steps of the given attempt (restart count).
     after: Literal["snapshot", "steps"] = "snapshot"
     after_steps: int = Field(1, ge=1)

@@ -3,7 +3,7 @@
 One frozen dataclass per event kind, shared by both sides, so a renamed or misspelt field fails
 `mypy` instead of a learner. A hook records with `tracer.record(Save(path=..., line=...))`; a
 check reads with `rank.typed(Save)` / `run.typed(Save)` (see `grader.checks.base`). The tracer
-adds `seq`, `t` and `sync` when it writes a record; `grader.ranklogs` adds `attempt` when it
+adds `seq`, `t` and `sync` when it writes a record; `grader.inside.ranklogs` adds `attempt` when it
 reads the trace files back.
 
 This module runs inside every rank (the harness imports it before the learner's code), so it
@@ -429,7 +429,7 @@ class ClosureLoss(Event):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Fault(Event):
     """The harness stopped this rank as the exercise asks (the placed `grader.contract.FaultSpec`,
-    see `grader.faults`), right after its optimizer step `after_steps`."""
+    see `grader.launch.faults`), right after its optimizer step `after_steps`."""
 
     KIND = "fault"
     rank: int = 1
@@ -437,7 +437,7 @@ class Fault(Event):
     after: str = "snapshot"  # "snapshot" or "steps"
     after_steps: int = 0  # the rank's optimizer steps (every optimizer's) when it was stopped
     exit_code: int = 1
-    # How `grader.faults` placed it: "snapshot", "steps", "no_steps", "no_snapshot",
+    # How `grader.launch.faults` placed it: "snapshot", "steps", "no_steps", "no_snapshot",
     # "late_snapshot"; None when it was not placed from a reference run.
     placed: str | None = None
     reference_steps: int = 0  # the rank's steps in the uninterrupted reference run

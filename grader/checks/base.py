@@ -120,8 +120,8 @@ class RankView:
 
 
 def _attempt(raw: dict[str, Any]) -> int:
-    """A raw record's attempt (set by grader.ranklogs), without building the typed record: the
-    views ask for it over every record of a rank."""
+    """A raw record's attempt (set by grader.inside.ranklogs), without building the typed
+    record: the views ask for it over every record of a rank."""
     return int(raw.get("attempt", 0))
 
 
@@ -139,7 +139,7 @@ class RunView:
     checkpoints: dict[str, Any] = field(default_factory=dict)
     platform_error: str | None = None
     # Nodes of a simulated multi-node launch, the faults injected into this launch, and the
-    # uninterrupted twin launched before a faulted one (see `grader.launcher.plan_launches`).
+    # uninterrupted twin launched before a faulted one (see `grader.launch.plan.plan_launches`).
     nnodes: int = 1
     faults: list[dict[str, Any]] = field(default_factory=list)
     reference: RunView | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 
 
 @pytest.fixture

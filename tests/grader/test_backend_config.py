@@ -8,7 +8,7 @@ from typing import Any
 
 from grader.api import _backend
 from grader.checks.base import RankView, RunView, get_check
-from grader.launcher import Launch
+from grader.launch.plan import Launch
 
 
 def ev(kind: str, **data: Any) -> dict[str, Any]:

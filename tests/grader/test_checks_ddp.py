@@ -16,7 +16,7 @@ from grader.harness.hooks.data import _sampler_info
 from grader.harness.hooks.dist import call_record
 from grader.harness.tracer import Tracer
 from grader.i18n import localize_check, message_fields
-from grader.ranklogs import read_traces
+from grader.inside.ranklogs import read_traces
 from tests.grader.test_checks import end, ev, judge, run_of, start
 from tests.grader.test_verdict_classes import replay_run, with_sibling
 

@@ -16,12 +16,12 @@ import pytest
 
 from grader import warm
 from grader.contract import Limits
+from grader.inside.supervisor import wait_for_config
 from grader.sandbox import docker_warm
 from grader.sandbox.base import SandboxRequest
 from grader.sandbox.docker import DockerSandbox, container_kwargs
 from grader.sandbox.docker_warm import ROLE_WARM, WarmDocker
 from grader.sandbox.reaper import LABEL_ROLE, LABEL_SANDBOX, worker_container
-from grader.supervisor import wait_for_config
 from tests.grader.fake_docker import FakeEngine
 
 IMAGE, USER = "rendezvous-grader:test", "10001:10001"

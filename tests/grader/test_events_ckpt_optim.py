@@ -12,7 +12,7 @@ from grader.checks.base import RankView, first_optimizer
 from grader.events import Fatal, Fault, Load, Rename, Replay, Save, SavedStateDict, Step
 from grader.harness.hooks.ckpt import analyze
 from grader.harness.hooks.optim import fault_event
-from grader.supervisor import _read_dumps
+from grader.inside.supervisor import _read_dumps
 from tests.grader.test_harness_errors import _events as _records
 from tests.grader.test_harness_errors import _tracer
 

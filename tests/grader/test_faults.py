@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grader.checks.base import RankView, RunView
-from grader.faults import first_snapshot, place_faults
+from grader.launch.faults import first_snapshot, place_faults
 
 FAULT = {"kind": "exit", "rank": 1, "after": "snapshot", "after_steps": 1, "attempt": 0}
 

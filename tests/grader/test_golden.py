@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from grader import warm
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 from grader.sandbox.base import get_sandbox
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 

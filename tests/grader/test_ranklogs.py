@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.ranklogs import OutputTailer
+from grader.inside.ranklogs import OutputTailer
 
 
 def _write(root: Path, attempt: int, rank: int, out: str, err: str) -> None:

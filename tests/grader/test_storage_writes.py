@@ -84,7 +84,7 @@ def test_a_dcp_save_on_every_rank_is_one_collective_checkpoint() -> None:
 
 def test_a_state_serialised_into_memory_is_no_snapshot_for_the_fault() -> None:
     from grader.checks.base import RankView, RunView
-    from grader.faults import first_snapshot
+    from grader.launch.faults import first_snapshot
 
     events: list[dict[str, Any]] = [{"kind": "step"} for _ in range(3)]
     events.append(save(None, "memory"))  # every epoch: broadcast the state from a buffer

@@ -1,10 +1,10 @@
 """Checks (and the grader around them) read trace events only as the typed records of
 `grader.events`, so a renamed or misspelt field fails mypy instead of a learner (issue 9).
 
-A static scan of `grader/checks/*.py` and `grader/*.py` (the harness, which writes the records,
-is left out) finds every raw read: the removed raw accessors (`of`, `first`, `in_attempt`,
-`RunView.events`), the raw `RankView.events` list read outside the view itself, and a record's
-`kind` read from a dict outside the parser."""
+A static scan of `grader/*.py`, `grader/checks/`, `grader/launch/` and `grader/inside/` (the
+harness, which writes the records, is left out) finds every raw read: the removed raw accessors
+(`of`, `first`, `in_attempt`, `RunView.events`), the raw `RankView.events` list read outside the
+view itself, and a record's `kind` read from a dict outside the parser."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ RAW_ACCESSORS = {"of", "first", "in_attempt", "events"}
 # The view owns the raw list; the parser reads `kind` to choose the record's class.
 OWNERS = {"checks/base.py": "events", "events.py": "kind"}
 # Not trace records: the supervisor's frames (output lines, heartbeats) carry a `kind` too.
-NOT_TRACE_RECORDS = {"launcher.py"}
+NOT_TRACE_RECORDS = {"launch/host.py"}
 
 
 def raw_reads(source: str, owns: str | None = None) -> list[str]:
@@ -59,8 +59,10 @@ def _module_name(node: ast.expr) -> bool:
 
 
 def _modules() -> list[Path]:
-    paths = sorted(GRADER.glob("*.py")) + sorted((GRADER / "checks").glob("*.py"))
-    return [p for p in paths if p.name not in NOT_TRACE_RECORDS or p.parent != GRADER]
+    paths = sorted(GRADER.glob("*.py"))
+    for package in ("checks", "launch", "inside"):
+        paths += sorted((GRADER / package).glob("*.py"))
+    return [p for p in paths if str(p.relative_to(GRADER)) not in NOT_TRACE_RECORDS]
 
 
 def test_no_check_or_grader_module_reads_trace_events_raw() -> None:

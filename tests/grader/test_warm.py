@@ -175,7 +175,8 @@ def test_a_report_left_by_a_program_whose_supervisor_was_killed_is_ignored(tmp_p
     import json
 
     from grader.exercises import load_spec
-    from grader.launcher import Launch, _view
+    from grader.launch.host import _view
+    from grader.launch.plan import Launch
     from grader.sandbox.base import SandboxOutcome
 
     spec = load_spec(EXERCISE)
@@ -301,7 +302,7 @@ def test_an_expected_exercise_becomes_the_pools_plan() -> None:
     of another exercise left: its launches, in order, are what the pool readies."""
     from grader.api import prewarm_exercise
     from grader.exercises import load_spec
-    from grader.launcher import plan_launches
+    from grader.launch.plan import plan_launches
 
     prewarm_exercise(load_spec(EXERCISE))
     pool = warm.get_pool()

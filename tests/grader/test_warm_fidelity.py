@@ -25,7 +25,7 @@ import pytest
 
 from grader import warm
 from grader.contract import Job, Result
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -217,4 +217,4 @@ def test_a_simulated_two_node_job_forks_its_agents_and_ranks_only_when_asked(
         assert probe["ahead"] is fork, probe
         # The agent a rank runs under: forked from the supervisor, or its own interpreter.
         module = probe["parent"][probe["parent"].index("-m") + 1]
-        assert module == ("grader.supervisor" if fork else "grader.multinode"), probe
+        assert module == ("grader.inside.supervisor" if fork else "grader.inside.multinode"), probe

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import api, launcher, warm
+from grader import api, warm
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job
+from grader.launch import host as launcher
 from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
 
 pytestmark = [pytest.mark.sandbox]
@@ -62,7 +63,7 @@ def test_a_warm_launch_that_lost_its_report_runs_again_cold(
         {"checks": ["run.completed"], "launch": {"world_sizes": [2]}}
     )
     job = Job(exercise="ddp-fundamentals/train", code=PROGRAM, spec=spec, submission_id="w1")
-    with caplog.at_level("WARNING", logger="grader.launcher"):
+    with caplog.at_level("WARNING", logger="grader.launch.host"):
         result = grade(job, sandbox="none")
     assert len(served) == 1
     assert result.status == "pass", result.model_dump_json(indent=1)[:3000]

@@ -154,7 +154,7 @@ class Stack:
 
     def warm_reruns(self) -> list[str]:
         """The workers' log lines of warm launches that failed the platform and ran again cold
-        (grader.launcher.WARM_RERUN_LOG, grader.sandbox.docker_warm's lost work volume)."""
+        (grader.launch.host.WARM_RERUN_LOG, grader.sandbox.docker_warm's lost work volume)."""
         marks = ("running it again cold", "was lost (")
         return [
             line

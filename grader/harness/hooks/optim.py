@@ -48,8 +48,8 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
 
 
 def fault_event(fault: dict[str, Any]) -> Fault:
-    """The record of a placed fault spec (`grader.faults`); its "kind" (what to inject) is the
-    spec's, not the event's."""
+    """The record of a placed fault spec (`grader.launch.faults`); its "kind" (what to inject) is
+    the spec's, not the event's."""
     return Fault(
         rank=int(fault.get("rank", 1)),
         attempt=int(fault.get("attempt", 0)),

@@ -7,8 +7,8 @@ from typing import Any
 
 from grader.checks.base import RankView, RunView, get_check
 from grader.contract import ExerciseSpec, FaultSpec, LaunchSpec
-from grader.launcher import plan_launches
-from grader.multinode import node_env
+from grader.inside.multinode import node_env
+from grader.launch.plan import plan_launches
 
 
 def run_of(events: dict[int, list[dict[str, Any]]], device: str = "cpu", **kw: Any) -> RunView:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grader.exercises import exercise_dir, graded_exercises
-from grader.launcher import FORK_ENV
+from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 # Every exercise with a grading block; lesson 2's first one is graded the same way by test_cli.py.

@@ -7,8 +7,8 @@ given `local_addr=127.0.0.1` (otherwise workers get MASTER_ADDR = the hostname, 
 resolve inside bwrap, and the job hangs) and node 0 is told it hosts the rendezvous store
 (`is_host`; otherwise both try to bind the port and one falls back after an error).
 
-The supervisor runs `launch_nodes(...)`; each node is `python -m grader.multinode SPEC.json` (a
-child process: one elastic agent per process). Rank logs are written as
+The supervisor runs `launch_nodes(...)`; each node is `python -m grader.inside.multinode
+SPEC.json` (a child process: one elastic agent per process). Rank logs are written as
 `<log_dir>/node<N>/<run>/attempt_<A>/<global rank>/stdout.log`, so the supervisor's tailer, which
 reads `attempt_<A>/<rank>/`, sees global ranks.
 """
@@ -43,7 +43,7 @@ SPARE_RANKS_ENV = "RDV_SPARE_RANKS"
 
 
 def node_command(python: str) -> list[str]:
-    return [python, "-m", "grader.multinode"]
+    return [python, "-m", "grader.inside.multinode"]
 
 
 def free_port() -> int:
@@ -118,7 +118,7 @@ def launch_nodes(
 def _fork_node(spec_path: Path, env: dict[str, str]) -> Callable[[], object]:
     """Run one node's agent in a child forked from this process; its wait."""
     pid = os.fork()
-    if pid == 0:  # the node's agent: main() as `python -m grader.multinode SPEC` runs it
+    if pid == 0:  # the node's agent: main() as `python -m grader.inside.multinode SPEC` runs it
         code = 1
         try:
             os.environ.clear()
@@ -246,7 +246,7 @@ def _spare_node() -> tuple[list[str] | None, Spares | None]:
         if ranks is not None:
             ranks.close()
         return None, None
-    return argv[argv.index("grader.multinode") + 1 :], ranks
+    return argv[argv.index("grader.inside.multinode") + 1 :], ranks
 
 
 def main(argv: list[str]) -> int:

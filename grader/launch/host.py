@@ -1,5 +1,5 @@
-"""The launches of one grading: which ones (`plan_launches`), and the host side of each
-(`run_launch`: job dir, sandbox request, framed output -> events, report -> RunView).
+"""The host side of one launch (`run_launch`: job dir, sandbox request, framed output -> events,
+report -> RunView); the launches themselves are planned in `grader.launch.plan`.
 
 Nothing the learner's run produced is unpickled here: the report is plain JSON written by the
 in-sandbox supervisor under a name only this process and the supervisor know.
@@ -8,31 +8,28 @@ in-sandbox supervisor under a name only this process and the supervisor know.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
+from grader.inside.supervisor import FRAME
+from grader.launch.plan import Launch, fork_ranks, plan_launches, spares_for
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
-from grader.supervisor import FRAME
 from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
 
 JOBS_DIR_ENV = "RDV_JOBS_DIR"
-GPUS_ENV = "RDV_GPUS"
 # Where the sandbox's private tmpfs /tmp is (isolating backends); "none" uses the job dir.
 SANDBOX_TMP = "/tmp"
 # Seconds the supervisor needs around the learner's run (its own torch import, stack dumps,
@@ -42,83 +39,13 @@ WARM_RERUN_LOG = (
     "grading %s: a warm launch (world size %s; its job dir held %s) ended in a platform error; "
     "running it again cold: %s"
 )
-
-
-@dataclass
-class Launch:
-    world_size: int
-    device: str  # "cpu" | "cuda"
-    gpus: list[int]
-    # > 1: a simulated job of that many nodes with world_size // nnodes ranks each.
-    nnodes: int = 1
-    # The faults the harness injects into this launch.
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    # Index (in the plan) of the uninterrupted twin of a faulted launch.
-    reference: int | None = None
-    # A reference is launched only to be compared with; its checks are not evaluated.
-    judged: bool = True
-
-
-FORK_ENV = "RDV_FORK_RANKS"
 KILLED_EXIT = 128 + 9  # SIGKILL
-
-
-def fork_ranks() -> bool:
-    """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
-    interpreters: $RDV_FORK_RANKS=1. Faster, but not the default, cold or warm: forked ranks
-    share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
-    every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
-    return os.environ.get(FORK_ENV) == "1"
 
 
 def warm_pool_enabled() -> bool:
     """Launches in bwrap or docker take a pre-started sandbox from the warm pool (grader.warm)
     unless $RDV_WARM_POOL=0."""
     return pool_size() > 0
-
-
-def available_gpus() -> list[int]:
-    """GPU indices this worker may use: $RDV_GPUS ("0,1") or the /dev/nvidiaN devices."""
-    env = os.environ.get(GPUS_ENV)
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip()]
-    names = os.listdir("/dev") if os.path.isdir("/dev") else []
-    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n)))
-
-
-def plan_launch(world_size: int, device: str) -> Launch:
-    """NCCL with one GPU per rank where there are enough GPUs, else gloo on CPU."""
-    gpus = available_gpus() if device in ("auto", "cuda") else []
-    if len(gpus) >= world_size:
-        return Launch(world_size, "cuda", gpus[:world_size])
-    return Launch(world_size, "cpu", [])
-
-
-def plan_launches(spec: ExerciseSpec) -> list[Launch]:
-    """Every launch one grading makes, in order.
-
-    - one launch per world size of the spec;
-    - with `launch.faults`: each of those launches gets an uninterrupted twin, run first and not
-      judged on its own: it is the faulted launch's `reference` (elastic.equivalent compares them);
-    - with `launch.multinode`: one more launch as a simulated job of `max(2, launch.nnodes)` nodes
-      with one rank each (LOCAL_RANK is 0 on every node, so local-vs-global rank mix-ups show;
-      `grader.multinode` runs it).
-    """
-    device = spec.launch.device
-    faults = [f.model_dump() for f in spec.launch.faults]
-    launches: list[Launch] = []
-    for ws in spec.launch.world_sizes:
-        if faults:
-            launches.append(dataclasses.replace(plan_launch(ws, device), judged=False))
-            faulted = plan_launch(ws, device)
-            faulted.faults, faulted.reference = faults, len(launches) - 1
-            launches.append(faulted)
-        else:
-            launches.append(plan_launch(ws, device))
-    if spec.launch.multinode:
-        nodes = max(2, spec.launch.nnodes)
-        launches.append(dataclasses.replace(plan_launch(nodes, device), nnodes=nodes))
-    return launches
 
 
 def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
@@ -189,7 +116,7 @@ def run_launch(
         _stage(job_dir, job.code, config_name, config)
         request = SandboxRequest(
             workdir=job_dir,
-            argv=[sys.executable, "-m", "grader.supervisor", config_name],
+            argv=[sys.executable, "-m", "grader.inside.supervisor", config_name],
             env=env,
             limits=spec.limits,
             gpus=launch.gpus,
@@ -321,14 +248,6 @@ def _view(
     view.checkpoints = report.get("checkpoints") or {}
     view.spare_ranks = int(report.get("spare_ranks") or 0)
     return view
-
-
-def spares_for(launch: Launch) -> tuple[int, int]:
-    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
-    spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
-    ranks where they are forked from the supervisor."""
-    per_node = 0 if fork_ranks() else launch.world_size // launch.nnodes
-    return per_node, launch.nnodes
 
 
 def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:

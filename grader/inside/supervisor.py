@@ -1,4 +1,4 @@
-"""The in-sandbox supervisor: `python -m grader.supervisor CONFIG.json` (cwd = the job dir).
+"""The in-sandbox supervisor: `python -m grader.inside.supervisor CONFIG.json` (cwd = the job dir).
 
 It launches the learner's `main.py` under torch's elastic launcher (what `torchrun --standalone`
 runs) with the harness as every rank's entrypoint, streams each rank's output as framed lines on
@@ -27,7 +27,7 @@ from typing import Any
 
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
-from grader.ranklogs import OutputTailer, read_traces
+from grader.inside.ranklogs import OutputTailer, read_traces
 from grader.spares import READY_WAIT_S, Spares, rank_command
 from grader.spares import install as install_spares
 
@@ -104,7 +104,7 @@ class Supervisor:
         cfg = self.cfg
         args = [*rank_command(sys.executable)[1:], *cfg.get("script_args", [])]
         if int(cfg.get("nnodes", 1)) > 1:  # a simulated multi-node job
-            from grader.multinode import launch_nodes
+            from grader.inside.multinode import launch_nodes
 
             nnodes = int(cfg["nnodes"])
             self.failures, error, self.node_spare_ranks = launch_nodes(
@@ -205,7 +205,7 @@ class Supervisor:
         self.frames.send(kind="done")
 
     def build_report(self) -> dict[str, Any]:
-        from grader.inspect_ckpt import inspect_checkpoints
+        from grader.inside.inspect_ckpt import inspect_checkpoints
 
         traces = read_traces(self.trace_dir)
         world = int(self.cfg["world_size"])
@@ -319,7 +319,7 @@ def preload(*, forks_ranks: bool) -> None:
     from it (with spare ranks they import it themselves, beside us)."""
     import torch.distributed.launcher.api
 
-    import grader.inspect_ckpt  # noqa: F401
+    import grader.inside.inspect_ckpt  # noqa: F401
 
     if forks_ranks:
         import torch.distributed.optim  # noqa: F401  (compiles TorchScript on import: seconds)
@@ -383,7 +383,7 @@ def main(argv: list[str]) -> int:
         path, wait, spare_count, nodes = parse_args(argv)
     except ValueError:
         print(
-            "usage: python -m grader.supervisor CONFIG.json"
+            "usage: python -m grader.inside.supervisor CONFIG.json"
             " | --wait=SECONDS [--spares=N] [--nodes=N]",
             file=sys.stderr,
         )
@@ -393,7 +393,7 @@ def main(argv: list[str]) -> int:
     if wait is not None:
         # Their imports run beside ours.
         if nodes > 1:  # a simulated multi-node job: one agent per node, each with its ranks
-            from grader.multinode import start_node_spares
+            from grader.inside.multinode import start_node_spares
 
             node_spares = start_node_spares(nodes, spare_count)
         elif spare_count:

@@ -1,0 +1,91 @@
+"""Which launches one grading makes (`plan_launches`), on which devices (`available_gpus`), and
+how many spare ranks a warm sandbox starts for each (`spares_for`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.contract import ExerciseSpec
+
+
+@dataclass
+class Launch:
+    world_size: int
+    device: str  # "cpu" | "cuda"
+    gpus: list[int]
+    # > 1: a simulated job of that many nodes with world_size // nnodes ranks each.
+    nnodes: int = 1
+    # The faults the harness injects into this launch.
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    # Index (in the plan) of the uninterrupted twin of a faulted launch.
+    reference: int | None = None
+    # A reference is launched only to be compared with; its checks are not evaluated.
+    judged: bool = True
+
+
+GPUS_ENV = "RDV_GPUS"
+FORK_ENV = "RDV_FORK_RANKS"
+
+
+def fork_ranks() -> bool:
+    """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
+    interpreters: $RDV_FORK_RANKS=1. Faster, but not the default, cold or warm: forked ranks
+    share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
+    every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
+    return os.environ.get(FORK_ENV) == "1"
+
+
+def available_gpus() -> list[int]:
+    """GPU indices this worker may use: $RDV_GPUS ("0,1") or the /dev/nvidiaN devices."""
+    env = os.environ.get(GPUS_ENV)
+    if env is not None:
+        return [int(x) for x in env.split(",") if x.strip()]
+    names = os.listdir("/dev") if os.path.isdir("/dev") else []
+    return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n)))
+
+
+def plan_launch(world_size: int, device: str) -> Launch:
+    """NCCL with one GPU per rank where there are enough GPUs, else gloo on CPU."""
+    gpus = available_gpus() if device in ("auto", "cuda") else []
+    if len(gpus) >= world_size:
+        return Launch(world_size, "cuda", gpus[:world_size])
+    return Launch(world_size, "cpu", [])
+
+
+def plan_launches(spec: ExerciseSpec) -> list[Launch]:
+    """Every launch one grading makes, in order.
+
+    - one launch per world size of the spec;
+    - with `launch.faults`: each of those launches gets an uninterrupted twin, run first and not
+      judged on its own: it is the faulted launch's `reference` (elastic.equivalent compares them);
+    - with `launch.multinode`: one more launch as a simulated job of `max(2, launch.nnodes)` nodes
+      with one rank each (LOCAL_RANK is 0 on every node, so local-vs-global rank mix-ups show;
+      `grader.inside.multinode` runs it).
+    """
+    device = spec.launch.device
+    faults = [f.model_dump() for f in spec.launch.faults]
+    launches: list[Launch] = []
+    for ws in spec.launch.world_sizes:
+        if faults:
+            launches.append(dataclasses.replace(plan_launch(ws, device), judged=False))
+            faulted = plan_launch(ws, device)
+            faulted.faults, faulted.reference = faults, len(launches) - 1
+            launches.append(faulted)
+        else:
+            launches.append(plan_launch(ws, device))
+    if spec.launch.multinode:
+        nodes = max(2, spec.launch.nnodes)
+        launches.append(dataclasses.replace(plan_launch(nodes, device), nnodes=nodes))
+    return launches
+
+
+def spares_for(launch: Launch) -> tuple[int, int]:
+    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
+    spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
+    ranks where they are forked from the supervisor."""
+    per_node = 0 if fork_ranks() else launch.world_size // launch.nnodes
+    return per_node, launch.nnodes
