@@ -6,8 +6,9 @@ per event to a per-rank trace file. Checks (`grader.checks`) are pure functions 
 
 Environment (read once, then removed from `os.environ` so the learner's code does not see it):
 - RDV_TRACE_DIR: the directory of the trace files (a private, randomly named dir).
-- RDV_HARNESS: JSON settings (pg_timeout_seconds, faults, max_indices, checks: the check ids
-  the exercise runs, so that a costly hook observes only when a check needs it).
+- RDV_HARNESS: `grader.launch.wire.HarnessSettings` as JSON (pg_timeout_seconds, faults,
+  max_indices, checks: the check ids the exercise runs, so that a costly hook observes only when
+  a check needs it).
 """
 
 TRACE_DIR_ENV = "RDV_TRACE_DIR"

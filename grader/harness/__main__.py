@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import faulthandler
-import json
 import os
 import runpy
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 from grader.events import End, ProgramException, Start
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
 from grader.harness.tracer import Tracer
+from grader.launch.wire import HarnessSettings
 from grader.spares import SPARE_FD_ENV
 
 REAL_EXIT = os._exit
@@ -63,7 +63,7 @@ class _LeaveRank(BaseException):
 def run_learner(argv: list[str], *, forked: bool = False) -> int:
     """Install the hooks, run the learner's file, write the end record; the exit code."""
     trace_dir = Path(os.environ.pop(TRACE_DIR_ENV, "."))
-    settings = json.loads(os.environ.pop(SETTINGS_ENV, "{}"))
+    settings = HarnessSettings.from_json(os.environ.pop(SETTINGS_ENV, "{}"))
     os.dup2(1, 2)  # one stream per rank, in the order it was written
     script = os.path.abspath(argv[0])
     rank = int(os.environ.get("RANK", "0"))

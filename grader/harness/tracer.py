@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.events import Event, HarnessError, Terminated
+from grader.launch.wire import HarnessSettings
 
 
 class Tracer:
@@ -36,7 +37,7 @@ class Tracer:
         world_size: int,
         attempt: int,
         learner_file: str,
-        settings: dict[str, Any],
+        settings: HarnessSettings,
     ) -> None:
         from grader.harness import trace_name
 

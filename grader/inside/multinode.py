@@ -15,7 +15,7 @@ reads `attempt_<A>/<rank>/`, sees global ranks.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import os
 import socket
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grader.launch.wire import NodeResult, NodeSpec
 from grader.spares import (
     READY_WAIT_S,
     SPARE_FD_ENV,
@@ -69,21 +70,21 @@ def launch_nodes(
     port, run_id = free_port(), uuid.uuid4().hex
     children: list[Callable[[], object]] = []
     for node in range(nnodes):
-        spec = {
-            "node": node,
-            "nnodes": nnodes,
-            "nproc_per_node": nproc_per_node,
-            "max_restarts": max_restarts,
-            "port": port,
-            "run_id": run_id,
-            "log_dir": str(log_dir / f"node{node}"),
-            "args": entry_args,
-            "result": str(log_dir / f"node{node}.json"),
-            "fork": fork,
-        }
+        spec = NodeSpec(
+            node=node,
+            nnodes=nnodes,
+            nproc_per_node=nproc_per_node,
+            max_restarts=max_restarts,
+            port=port,
+            run_id=run_id,
+            log_dir=str(log_dir / f"node{node}"),
+            args=tuple(entry_args),
+            result=str(log_dir / f"node{node}.json"),
+            fork=fork,
+        )
         path = log_dir.parent / f".node{node}-{run_id}.json"
         log_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(spec))
+        path.write_text(spec.to_json())
         argv = [*node_command(sys.executable), str(path)]
         env = node_env(node, nproc_per_node)
         spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
@@ -103,13 +104,13 @@ def launch_nodes(
     errors = []
     for node in range(nnodes):
         try:
-            got = json.loads((log_dir / f"node{node}.json").read_text())
-        except (OSError, ValueError):
-            got = {"error": f"node {node}'s agent left no result"}
-        failures.update({int(k): v for k, v in got.get("failures", {}).items()})
-        served += int(got.get("spare_ranks", 0))
-        if got.get("error"):
-            errors.append(f"node {node}: {got['error']}")
+            got = NodeResult.from_json((log_dir / f"node{node}.json").read_text())
+        except (OSError, ValueError):  # WireError is a ValueError
+            got = NodeResult(error=f"node {node}'s agent left no result")
+        failures.update(got.failures)
+        served += got.spare_ranks
+        if got.error:
+            errors.append(f"node {node}: {got.error}")
     # An agent whose peer failed first reports its own error; only all-error is a platform fault.
     error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
     return failures, error, served
@@ -176,29 +177,29 @@ def _logs_specs(log_dir: str) -> Any:
     return GlobalRankLogs(log_dir=log_dir, redirects=Std.ALL, tee=Std.NONE)
 
 
-def run_node(spec: dict[str, Any]) -> dict[str, Any]:
+def run_node(spec: NodeSpec) -> NodeResult:
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    n = int(spec["nnodes"])
+    n = spec.nnodes
     config = LaunchConfig(
         min_nodes=n,
         max_nodes=n,
-        nproc_per_node=int(spec["nproc_per_node"]),
-        run_id=str(spec["run_id"]),
+        nproc_per_node=spec.nproc_per_node,
+        run_id=spec.run_id,
         rdzv_backend="c10d",
-        rdzv_endpoint=f"127.0.0.1:{spec['port']}",
-        rdzv_configs={"is_host": int(spec["node"]) == 0, "join_timeout": JOIN_TIMEOUT_S},
-        max_restarts=int(spec["max_restarts"]),
+        rdzv_endpoint=f"127.0.0.1:{spec.port}",
+        rdzv_configs={"is_host": spec.node == 0, "join_timeout": JOIN_TIMEOUT_S},
+        max_restarts=spec.max_restarts,
         monitor_interval=0.1,
         start_method="spawn",
         local_addr="127.0.0.1",
-        logs_specs=_logs_specs(str(spec["log_dir"])),
+        logs_specs=_logs_specs(spec.log_dir),
     )
     entrypoint: Any = sys.executable
-    args = list(spec["args"])
-    if spec.get("fork"):
+    args = list(spec.args)
+    if spec.fork:
         from grader.harness.__main__ import forked_entry
         from grader.harness.spare import preload
 
@@ -208,10 +209,10 @@ def run_node(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         elastic_launch(config, entrypoint)(*args)
     except ChildFailedError as exc:
-        return {"failures": {str(r): f.exitcode for r, f in exc.failures.items()}}
+        return NodeResult(failures={int(r): f.exitcode for r, f in exc.failures.items()})
     except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
-    return {}
+        return NodeResult(error=f"{type(exc).__name__}: {exc}"[:500])
+    return NodeResult()
 
 
 def start_node_spares(nnodes: int, nproc_per_node: int) -> list[Spares]:
@@ -257,10 +258,10 @@ def main(argv: list[str]) -> int:
             return 0
         argv = taken
     path = Path(argv[0])
-    spec = json.loads(path.read_text())
+    spec = NodeSpec.from_json(path.read_text())
     path.unlink()
     if ranks is not None:
-        ranks.for_job(int(spec["nproc_per_node"]), int(spec["max_restarts"]))
+        ranks.for_job(spec.nproc_per_node, spec.max_restarts)
         install(ranks)
     try:
         result = run_node(spec)
@@ -268,8 +269,8 @@ def main(argv: list[str]) -> int:
         if ranks is not None:
             ranks.close()
     if ranks is not None:
-        result["spare_ranks"] = ranks.served
-    Path(spec["result"]).write_text(json.dumps(result))
+        result = dataclasses.replace(result, spare_ranks=ranks.served)
+    Path(spec.result).write_text(result.to_json())
     return 0
 
 

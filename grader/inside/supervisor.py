@@ -28,24 +28,23 @@ from typing import Any
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
+from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
 from grader.spares import READY_WAIT_S, Spares, rank_command
 from grader.spares import install as install_spares
 
-FRAME = "\x1eRDV:"
-READY = "\x1eRDV-READY"
 STACK_WAIT_S = 1.5
 
 
 class Frames:
-    """Framed JSON lines on stdout: `\\x1eRDV:<nonce>:{...}` (anything else is noise)."""
+    """Framed JSON lines on stdout (`grader.launch.wire.Frame`; anything else is noise)."""
 
     def __init__(self, nonce: str) -> None:
-        self.prefix = f"{FRAME}{nonce}:"
+        self.nonce = nonce
         self.lock = threading.Lock()
         self.out = os.fdopen(os.dup(1), "w", encoding="utf-8", errors="replace")
 
-    def send(self, **data: Any) -> None:
-        line = self.prefix + json.dumps(data, separators=(",", ":")) + "\n"
+    def send(self, frame: Frame) -> None:
+        line = frame.encode(self.nonce)
         with self.lock:
             self.out.write(line)
             self.out.flush()
@@ -54,7 +53,7 @@ class Frames:
 class Supervisor:
     def __init__(
         self,
-        cfg: dict[str, Any],
+        cfg: SupervisorConfig,
         spares: Spares | None = None,
         node_spares: list[Spares] | None = None,
     ) -> None:
@@ -62,10 +61,10 @@ class Supervisor:
         self.spares = spares
         self.node_spares = node_spares
         self.node_spare_ranks = 0
-        self.frames = Frames(cfg["nonce"])
+        self.frames = Frames(cfg.nonce)
         self.trace_dir = Path(tempfile.mkdtemp(prefix=".rdv-"))
         self.log_dir = self.trace_dir / "logs"
-        self.tailer = OutputTailer(self.log_dir, int(cfg["output_cap"]), self._on_line)
+        self.tailer = OutputTailer(self.log_dir, cfg.output_cap, self._on_line)
         self.timed_out = False
         self.finished = threading.Event()
         self.report_lock = threading.Lock()
@@ -75,16 +74,16 @@ class Supervisor:
         self.started = time.monotonic()
 
     def _on_line(self, rank: int, line: str) -> None:
-        self.frames.send(kind="output", rank=rank, line=line)
+        self.frames.send(Frame(kind="output", rank=rank, line=line))
 
     # -- launch ---------------------------------------------------------------------------
     def run(self) -> None:
         cfg = self.cfg
         os.environ[TRACE_DIR_ENV] = str(self.trace_dir)
-        os.environ[SETTINGS_ENV] = json.dumps(cfg.get("harness", {}))
-        self.frames.send(kind="status", status="running")
+        os.environ[SETTINGS_ENV] = cfg.harness.to_json()
+        self.frames.send(Frame(kind="status", status="running"))
         self.tailer.start()
-        timer = threading.Timer(float(cfg["wall_seconds"]), self.on_timeout)
+        timer = threading.Timer(cfg.wall_seconds, self.on_timeout)
         timer.daemon = True
         timer.start()
         try:
@@ -102,19 +101,19 @@ class Supervisor:
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
         cfg = self.cfg
-        args = [*rank_command(sys.executable)[1:], *cfg.get("script_args", [])]
-        if int(cfg.get("nnodes", 1)) > 1:  # a simulated multi-node job
+        args = [*rank_command(sys.executable)[1:], *cfg.script_args]
+        if cfg.nnodes > 1:  # a simulated multi-node job
             from grader.inside.multinode import launch_nodes
 
-            nnodes = int(cfg["nnodes"])
+            nnodes = cfg.nnodes
             self.failures, error, self.node_spare_ranks = launch_nodes(
                 nnodes=nnodes,
-                nproc_per_node=int(cfg["world_size"]) // nnodes,
-                max_restarts=int(cfg.get("max_restarts", 0)),
+                nproc_per_node=cfg.world_size // nnodes,
+                max_restarts=cfg.max_restarts,
                 log_dir=self.log_dir,
                 entry_args=args,
                 node_spares=self.node_spares,
-                fork=bool(cfg.get("fork")),
+                fork=cfg.fork,
             )
             if error and not self.timed_out:
                 self.launch_error = error
@@ -122,17 +121,17 @@ class Supervisor:
         config = LaunchConfig(
             min_nodes=1,
             max_nodes=1,
-            nproc_per_node=int(cfg["world_size"]),
+            nproc_per_node=cfg.world_size,
             run_id=str(uuid.uuid4()),
             rdzv_backend="c10d",
             rdzv_endpoint="localhost:0",
-            max_restarts=int(cfg.get("max_restarts", 0)),
+            max_restarts=cfg.max_restarts,
             monitor_interval=0.1,
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
         entrypoint: Any = sys.executable
-        if cfg.get("fork"):
+        if cfg.fork:
             from grader.harness.__main__ import forked_entry
             from grader.harness.spare import preload as preload_rank
 
@@ -141,7 +140,7 @@ class Supervisor:
             # rank fails).
             preload_rank()
             config.start_method = "fork"
-            entrypoint, args = forked_entry, ["main.py", *cfg.get("script_args", [])]
+            entrypoint, args = forked_entry, ["main.py", *cfg.script_args]
         try:
             elastic_launch(config, entrypoint)(*args)
         except ChildFailedError as exc:
@@ -150,7 +149,7 @@ class Supervisor:
             # Only code inside the sandbox can signal us, so this is the learner's program: the
             # launcher stopped every rank, and each counts as killed by that signal.
             code = 128 + int(exc.sigval)
-            self.failures = {rank: code for rank in range(int(cfg["world_size"]))}
+            self.failures = {rank: code for rank in range(cfg.world_size)}
         except Exception as exc:  # the launcher itself failed: a platform fault unless we killed it
             if not self.timed_out:
                 self.launch_error = f"{type(exc).__name__}: {exc}"
@@ -181,7 +180,7 @@ class Supervisor:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 _signal(pid, signal.SIGKILL)
-        if self.cfg.get("sandboxed"):
+        if self.cfg.sandboxed:
             _kill_everything_else()
 
     # -- report ---------------------------------------------------------------------------
@@ -193,8 +192,8 @@ class Supervisor:
         self.kill_ranks()
         self.tailer.stop()
         report = self.build_report()
-        path = Path(f".rdv-report-{self.cfg['nonce']}.json")
-        text = json.dumps(report, separators=(",", ":"))
+        path = Path(f".rdv-report-{self.cfg.nonce}.json")
+        text = report.to_json()
         try:
             _write(path, text)
         except OSError:
@@ -202,13 +201,13 @@ class Supervisor:
             # were inspected), the report is.
             _free_job_dir(keep={"main.py"})
             _write(path, text)
-        self.frames.send(kind="done")
+        self.frames.send(Frame(kind="done"))
 
-    def build_report(self) -> dict[str, Any]:
+    def build_report(self) -> Report:
         from grader.inside.inspect_ckpt import inspect_checkpoints
 
         traces = read_traces(self.trace_dir)
-        world = int(self.cfg["world_size"])
+        world = self.cfg.world_size
         ranks = []
         for rank in range(world):
             stack, fatal = _read_dumps(self.trace_dir, rank)
@@ -222,32 +221,31 @@ class Supervisor:
             else:
                 exit_code = None if (self.timed_out or self.failures) else 0
             ranks.append(
-                {
-                    "rank": rank,
-                    "exit_code": exit_code,
-                    "output": output,
-                    "truncated": truncated,
-                    "output_bytes": total,
-                    "stack": stack,
-                    "events": events,
-                }
+                RankReport(
+                    rank=rank,
+                    exit_code=exit_code,
+                    output=output,
+                    truncated=truncated,
+                    output_bytes=total,
+                    stack=stack,
+                    events=tuple(events),
+                )
             )
         inspect_error = None
         try:
             checkpoints = inspect_checkpoints(traces)
         except Exception:  # the grader's own failure: the host reports it as an `error` Result
             checkpoints, inspect_error = {}, traceback.format_exc()[-8000:]
-        return {
-            "version": 1,
-            "world_size": world,
-            "timed_out": self.timed_out,
-            "launch_error": self.launch_error,
-            "inspect_error": inspect_error,
-            "ranks": ranks,
-            "checkpoints": checkpoints,
-            "duration_s": time.monotonic() - self.started,
-            "spare_ranks": (self.spares.served if self.spares else 0) + self.node_spare_ranks,
-        }
+        return Report(
+            world_size=world,
+            timed_out=self.timed_out,
+            launch_error=self.launch_error,
+            inspect_error=inspect_error,
+            ranks=tuple(ranks),
+            checkpoints=checkpoints,
+            duration_s=time.monotonic() - self.started,
+            spare_ranks=(self.spares.served if self.spares else 0) + self.node_spare_ranks,
+        )
 
 
 def _write(path: Path, text: str) -> None:
@@ -408,21 +406,21 @@ def main(argv: list[str]) -> int:
         if path is None:
             return 0
     assert path is not None
-    cfg = json.loads(path.read_text())
+    cfg = SupervisorConfig.from_json(path.read_text())
     path.unlink()
     # A warm supervisor started before its job: the job's own variables come with the config
     # (everything else in the environment is what the job's sandbox would have had).
-    os.environ.update(cfg.get("env", {}))
-    for name in cfg.get("env_unset", []):
+    os.environ.update(cfg.env)
+    for name in cfg.env_unset:
         os.environ.pop(name, None)
     if spares is not None:
-        if int(cfg.get("nnodes", 1)) == 1 and not cfg.get("fork"):
-            spares.for_job(int(cfg["world_size"]), int(cfg.get("max_restarts", 0)))
+        if cfg.nnodes == 1 and not cfg.fork:
+            spares.for_job(cfg.world_size, cfg.max_restarts)
             install_spares(spares)
         else:
             spares.close()
             spares = None
-    if node_spares and int(cfg.get("nnodes", 1)) != len(node_spares):
+    if node_spares and cfg.nnodes != len(node_spares):
         for group in node_spares:
             group.close()
         node_spares = []

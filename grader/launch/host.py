@@ -8,7 +8,6 @@ in-sandbox supervisor under a name only this process and the supervisor know.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -17,19 +16,26 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
-from grader.inside.supervisor import FRAME
 from grader.launch.plan import Launch, fork_ranks, plan_launches, spares_for
+from grader.launch.wire import (
+    FRAME,
+    Frame,
+    HarnessSettings,
+    PlacedFault,
+    Report,
+    SupervisorConfig,
+)
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
 
 JOBS_DIR_ENV = "RDV_JOBS_DIR"
+
 # Where the sandbox's private tmpfs /tmp is (isolating backends); "none" uses the job dir.
 SANDBOX_TMP = "/tmp"
 # Seconds the supervisor needs around the learner's run (its own torch import, stack dumps,
@@ -89,30 +95,29 @@ def run_launch(
         job_dir.chmod(0o755)
         nonce = secrets.token_hex(16)
         config_name = f".rdv-config-{secrets.token_hex(8)}.json"
-        config = {
-            "nonce": nonce,
-            "world_size": launch.world_size,
-            "nnodes": launch.nnodes,
-            "max_restarts": spec.launch.max_restarts,
-            "script_args": spec.launch.script_args,
-            "wall_seconds": spec.limits.wall_seconds,
-            "output_cap": spec.limits.output_bytes_per_rank,
-            "sandboxed": sandbox.name != "none",
-            "fork": fork_ranks(),
-            "harness": {
-                "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
-                "faults": launch.faults,
-                # Hooks that cost something in every run observe only for the checks that
-                # need them (e.g. the gradient all-reduces of `accum.*`).
-                "checks": list(spec.checks),
-            },
-        }
         env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
         backend = warm_backend(sandbox) if warm_pool_enabled() else None
-        if backend is not None:
+        config = SupervisorConfig(
+            nonce=nonce,
+            world_size=launch.world_size,
+            nnodes=launch.nnodes,
+            max_restarts=spec.launch.max_restarts,
+            script_args=tuple(spec.launch.script_args),
+            wall_seconds=spec.limits.wall_seconds,
+            output_cap=spec.limits.output_bytes_per_rank,
+            sandboxed=sandbox.name != "none",
+            fork=fork_ranks(),
+            harness=HarnessSettings(
+                pg_timeout_seconds=spec.limits.pg_timeout_seconds,
+                faults=tuple(PlacedFault.from_dict(f) for f in launch.faults),
+                # Hooks that cost something in every run observe only for the checks that
+                # need them (e.g. the gradient all-reduces of `accum.*`).
+                checks=tuple(spec.checks),
+            ),
             # A warm supervisor was started before this job: it takes these from the config.
-            config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
-            config["env_unset"] = [k for k in LATE_ENV if k not in env]
+            env={k: v for k, v in env.items() if k in LATE_ENV} if backend is not None else {},
+            env_unset=tuple(k for k in LATE_ENV if k not in env) if backend is not None else (),
+        )
         _stage(job_dir, job.code, config_name, config)
         request = SandboxRequest(
             workdir=job_dir,
@@ -122,24 +127,20 @@ def run_launch(
             gpus=launch.gpus,
             kill_after_s=spec.limits.wall_seconds + SUPERVISOR_SLACK_S,
         )
-        prefix = f"{FRAME}{nonce}:"
         noise: list[str] = []
 
         def on_output(line: str) -> None:
-            if not line.startswith(prefix):
-                if len(noise) < 200:
+            frame = Frame.decode(line, nonce)
+            if frame is None:
+                if not line.startswith(f"{FRAME}{nonce}:") and len(noise) < 200:
                     noise.append(line)
                 return
-            try:
-                frame = json.loads(line[len(prefix) :])
-            except ValueError:
-                return
-            if frame.get("kind") == "output":
+            if frame.kind == "output":
                 emit(
                     GradeEvent(
                         kind="output",
-                        rank=frame.get("rank"),
-                        data={"line": frame.get("line", ""), "world_size": launch.world_size},
+                        rank=frame.rank,
+                        data={"line": frame.line or "", "world_size": launch.world_size},
                     )
                 )
 
@@ -171,7 +172,7 @@ def run_launch(
 
 
 def _stage(
-    job_dir: Path, code: str, config_name: str, config: dict[str, Any], *, clear: bool = False
+    job_dir: Path, code: str, config_name: str, config: SupervisorConfig, *, clear: bool = False
 ) -> None:
     """The job dir as a launch starts from it: the program and its config, nothing else."""
     if clear:
@@ -181,19 +182,19 @@ def _stage(
             else:
                 entry.unlink(missing_ok=True)
     (job_dir / "main.py").write_text(code, encoding="utf-8")
-    (job_dir / config_name).write_text(json.dumps(config))
+    (job_dir / config_name).write_text(config.to_json())
 
 
 def _view(
     job: Job, launch: Launch, outcome: SandboxOutcome, report_path: Path, noise: list[str]
 ) -> RunView:
-    report: dict[str, Any] | None = None
+    report: Report | None = None
     # A supervisor killed outright (the memory limit, the hard wall clock) wrote no report: a
     # file of that name is then the program's own (forked ranks hold the nonce in their memory).
     killed = outcome.exit_code == KILLED_EXIT
     if report_path.is_file() and not killed:
-        with contextlib.suppress(ValueError, OSError):
-            report = json.loads(report_path.read_text(encoding="utf-8"))
+        with contextlib.suppress(ValueError, OSError):  # WireError is a ValueError
+            report = Report.from_json(report_path.read_text(encoding="utf-8"))
     view = RunView(
         world_size=launch.world_size,
         device=launch.device,
@@ -215,18 +216,18 @@ def _view(
             )
         # else: the job overwhelmed the sandbox before the supervisor could report (learner's).
         return view
-    if report.get("launch_error"):
+    if report.launch_error:
         view.platform_error = msg(
             "platform.launch_failed",
             "the launcher failed: {error}",
-            error=str(report["launch_error"]),
+            error=report.launch_error,
         )
         return view
-    if report.get("inspect_error"):
+    if report.inspect_error:
         log.error(
             "grading %s: checkpoint inspection failed:\n%s",
             job.submission_id,
-            report["inspect_error"],
+            report.inspect_error,
         )
         view.platform_error = msg(
             "platform.inspect_failed",
@@ -235,18 +236,18 @@ def _view(
         return view
     view.ranks = [
         RankView(
-            rank=int(r["rank"]),
-            exit_code=r.get("exit_code"),
-            output=r.get("output", ""),
-            truncated=bool(r.get("truncated")),
-            stack=r.get("stack"),
-            events=r.get("events", []),
+            rank=r.rank,
+            exit_code=r.exit_code,
+            output=r.output,
+            truncated=r.truncated,
+            stack=r.stack,
+            events=list(r.events),
         )
-        for r in report.get("ranks", [])
+        for r in report.ranks
     ]
-    view.timed_out = bool(report.get("timed_out"))
-    view.checkpoints = report.get("checkpoints") or {}
-    view.spare_ranks = int(report.get("spare_ranks") or 0)
+    view.timed_out = report.timed_out
+    view.checkpoints = dict(report.checkpoints)
+    view.spare_ranks = report.spare_ranks
     return view
 
 

@@ -17,6 +17,7 @@ from grader.harness.hooks.dist import call_record
 from grader.harness.tracer import Tracer
 from grader.i18n import localize_check, message_fields
 from grader.inside.ranklogs import read_traces
+from grader.launch.wire import HarnessSettings
 from tests.grader.test_checks import end, ev, judge, run_of, start
 from tests.grader.test_verdict_classes import replay_run, with_sibling
 
@@ -31,7 +32,7 @@ def test_a_recorded_event_reads_back_typed_from_the_trace_file(tmp_path: Path) -
         world_size=2,
         attempt=0,
         learner_file="/w/main.py",
-        settings={},
+        settings=HarnessSettings(),
     )
     tracer.sync = 3
     call = call_record("all_reduce", (object(),), {"op": "ReduceOp.AVG"}, i=1, line=12, step=0)

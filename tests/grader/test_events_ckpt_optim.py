@@ -13,6 +13,7 @@ from grader.events import Fatal, Fault, Load, Rename, Replay, Save, SavedStateDi
 from grader.harness.hooks.ckpt import analyze
 from grader.harness.hooks.optim import fault_event
 from grader.inside.supervisor import _read_dumps
+from grader.launch.wire import PlacedFault
 from tests.grader.test_harness_errors import _events as _records
 from tests.grader.test_harness_errors import _tracer
 
@@ -97,7 +98,7 @@ def test_a_placed_fault_is_recorded_without_the_spec_s_kind(tmp_path: Path) -> N
         "snapshot_step": 4,
         "snapshot_path": "/w/snap.pt",
     }
-    tracer.record(fault_event(spec))
+    tracer.record(fault_event(PlacedFault.from_dict(spec)))
     (raw,) = _records(tmp_path)
     assert raw["kind"] == "fault"
     fault = Fault.parse(raw)

@@ -16,6 +16,7 @@ from grader.api import harness_failure
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, Job
 from grader.harness.tracer import Tracer
+from grader.launch.wire import HarnessSettings
 
 
 def _tracer(tmp_path: Path) -> Tracer:
@@ -26,7 +27,7 @@ def _tracer(tmp_path: Path) -> Tracer:
         world_size=1,
         attempt=0,
         learner_file=str(tmp_path / "main.py"),
-        settings={},
+        settings=HarnessSettings(),
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from grader.harness import replay
 from grader.harness.tracer import Tracer
+from grader.launch.wire import HarnessSettings
 
 
 def tracer(tmp_path: Path) -> Tracer:
@@ -17,7 +18,7 @@ def tracer(tmp_path: Path) -> Tracer:
         world_size=2,
         attempt=0,
         learner_file="/w/main.py",
-        settings={},
+        settings=HarnessSettings(),
     )
 
 

@@ -12,6 +12,7 @@ from grader import api, warm
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job
 from grader.launch import host as launcher
+from grader.launch.wire import SupervisorConfig
 from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
 
 pytestmark = [pytest.mark.sandbox]
@@ -78,7 +79,8 @@ def test_a_job_dir_is_staged_afresh(tmp_path: Path) -> None:
     (tmp_path / "left.bin").write_bytes(b"x")
     (tmp_path / "deep" / "er").mkdir(parents=True)
     (tmp_path / "link").symlink_to("/etc")
-    launcher._stage(tmp_path, "print(1)\n", ".rdv-config-a.json", {"nonce": "n"}, clear=True)
+    config = SupervisorConfig(nonce="n", world_size=1, wall_seconds=5.0, output_cap=1000)
+    launcher._stage(tmp_path, "print(1)\n", ".rdv-config-a.json", config, clear=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".rdv-config-a.json", "main.py"]
     assert (tmp_path / "main.py").read_text() == "print(1)\n"
     assert Path("/etc").is_dir()

@@ -24,7 +24,7 @@ HOOKED = "_rdv_counting_comm_hook"
 
 
 def wanted(tracer: Tracer) -> bool:
-    return any(str(c).startswith("accum.") for c in tracer.settings.get("checks", []))
+    return any(str(c).startswith("accum.") for c in tracer.settings.checks or ())
 
 
 def install(tracer: Tracer) -> None:

@@ -68,7 +68,7 @@ def sketch(tensors: list[torch.Tensor | None]) -> list[list[float]]:
 
 
 def install(tracer: Tracer) -> None:
-    checks = tracer.settings.get("checks")
+    checks = tracer.settings.checks
     if checks is not None and "allreduce.grad_average" not in checks:
         return
     grads: dict[str, Any] = {

@@ -127,7 +127,7 @@ def install(tracer: Tracer) -> None:
     iterations: list[dict[str, Any]] = []
     by_loader_iter: dict[int, tuple[Any, dict[str, Any]]] = {}
     local = threading.local()
-    cap = int(tracer.settings.get("max_indices", MAX_INDICES))
+    cap = tracer.settings.max_indices or MAX_INDICES
 
     def new_iteration(info: dict[str, Any], line: int | None) -> dict[str, Any]:
         record = {

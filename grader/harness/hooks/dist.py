@@ -97,7 +97,7 @@ def call_record(
 
 
 def install(tracer: Tracer) -> None:
-    limit = float(tracer.settings.get("pg_timeout_seconds", 30))
+    limit = tracer.settings.pg_timeout_seconds
     counts: dict[str, int] = {}
     tracer.state["collective_counts"] = counts
     calls = {"n": 0}

@@ -24,7 +24,7 @@ MAX_ROWS = 16_384  # per rank
 
 
 def wanted(tracer: Tracer) -> bool:
-    return any(str(c).startswith("eval.") for c in tracer.settings.get("checks", []))
+    return any(str(c).startswith("eval.") for c in tracer.settings.checks or ())
 
 
 def install(tracer: Tracer) -> None:

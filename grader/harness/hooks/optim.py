@@ -18,6 +18,7 @@ from torch.optim.optimizer import (
 from grader.events import ClosureLoss, Fault, Replay, Step
 from grader.harness import replay, replay_judge
 from grader.harness.tracer import Tracer, wrap
+from grader.launch.wire import PlacedFault
 
 MAX_SUMS = 64
 DIGEST_SAMPLE = 4096  # elements per tensor hashed once a model is large
@@ -47,19 +48,19 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
     return h.hexdigest(), sums, squares
 
 
-def fault_event(fault: dict[str, Any]) -> Fault:
+def fault_event(fault: PlacedFault) -> Fault:
     """The record of a placed fault spec (`grader.launch.faults`); its "kind" (what to inject) is
     the spec's, not the event's."""
     return Fault(
-        rank=int(fault.get("rank", 1)),
-        attempt=int(fault.get("attempt", 0)),
-        after=str(fault.get("after", "snapshot")),
-        after_steps=int(fault.get("after_steps", 0)),
-        exit_code=int(fault.get("exit_code", 1)),
-        placed=fault.get("placed"),
-        reference_steps=int(fault.get("reference_steps", 0)),
-        snapshot_step=fault.get("snapshot_step"),
-        snapshot_path=fault.get("snapshot_path"),
+        rank=fault.rank,
+        attempt=fault.attempt,
+        after=fault.after,
+        after_steps=fault.after_steps,
+        exit_code=fault.exit_code,
+        placed=fault.placed,
+        reference_steps=fault.reference_steps,
+        snapshot_step=fault.snapshot_step,
+        snapshot_path=fault.snapshot_path,
     )
 
 
@@ -67,9 +68,7 @@ def install(tracer: Tracer) -> None:
     optimizers: dict[int, int] = {}
     counts: dict[int, int] = {}
     faults = [
-        f
-        for f in tracer.settings.get("faults", [])
-        if f.get("rank") == tracer.rank and f.get("attempt", 0) == tracer.attempt
+        f for f in tracer.settings.faults if f.rank == tracer.rank and f.attempt == tracer.attempt
     ]
 
     def names_for(params: list[torch.Tensor]) -> tuple[list[str], float]:
@@ -147,9 +146,9 @@ def install(tracer: Tracer) -> None:
             )
         tracer.record(event)
         for fault in faults:
-            if tracer.steps == fault.get("after_steps"):
+            if tracer.steps == fault.after_steps:
                 tracer.record(fault_event(fault))
-                os._exit(int(fault.get("exit_code", 1)))
+                os._exit(fault.exit_code)
 
     register_optimizer_step_pre_hook(pre_hook)
     register_optimizer_step_post_hook(post_hook)
