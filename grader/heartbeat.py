@@ -9,17 +9,18 @@ the jobs of a dead worker; this one is only for the orchestrator.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-DEFAULT_PATH = "/tmp/rdv-worker-heartbeat"
+from grader.settings import load, settings
+
 DEFAULT_MAX_AGE_S = 60.0
 
 
 def heartbeat_path() -> Path:
-    return Path(os.environ.get("RDV_WORKER_HEARTBEAT_FILE", DEFAULT_PATH))
+    """$RDV_WORKER_HEARTBEAT_FILE (grader.settings)."""
+    return settings().worker_heartbeat_file
 
 
 def beat(path: Path) -> None:
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-age", type=float, default=DEFAULT_MAX_AGE_S, help="seconds")
     args = parser.parse_args(argv)
-    path = heartbeat_path()
+    path = load().worker_heartbeat_file  # this process starts: read the settings now
     if is_fresh(path, args.max_age):
         return 0
     print(f"no heartbeat in {path} for {args.max_age:.0f} s", file=sys.stderr)

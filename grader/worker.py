@@ -30,6 +30,7 @@ from grader import heartbeat
 from grader import queue_protocol as protocol
 from grader.contract import GradeEvent, Job, Result
 from grader.i18n import msg
+from grader.settings import configure, load, parse_gpus, settings
 
 log = logging.getLogger("grader.worker")
 
@@ -135,7 +136,7 @@ def build_app(
 def reap_sandboxes(sandbox: str | None, *, starting: bool) -> int:
     """With the Docker sandbox: remove sandbox containers of dead workers (and, when this worker
     is `starting`, its own from before a restart). Never fails the caller."""
-    if (sandbox or os.environ.get("RDV_SANDBOX")) != "docker":
+    if (sandbox or settings().sandbox) != "docker":
         return 0
     from grader.sandbox.docker import DockerSandbox
 
@@ -180,18 +181,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--queue", choices=protocol.GRADE_QUEUES, required=True)
     parser.add_argument(
         "--dsn",
-        default=os.environ.get("RDV_QUEUE_URL") or os.environ.get("RDV_DATABASE_URL"),
+        default=settings().queue_url,
         help="the queue's PostgreSQL URL (default: $RDV_QUEUE_URL, then $RDV_DATABASE_URL)",
     )
     parser.add_argument(
         "--sandbox",
-        default=os.environ.get("RDV_GRADER_SANDBOX"),
-        help="bwrap (default), docker, or none (tests only)",
+        default=None,
+        help="bwrap, docker, or none (tests only); default: $RDV_SANDBOX, else bwrap",
     )
     parser.add_argument(
         "--gpus",
         default=None,
-        help="GPU ids this worker owns, e.g. 0,1 (sets RDV_GPUS for the launcher)",
+        help="GPU ids this worker owns, e.g. 0,1 (default: $RDV_GPUS, else /dev/nvidiaN)",
     )
     parser.add_argument(
         "--heartbeat", type=float, default=10.0, help="seconds between this worker's heartbeats"
@@ -209,6 +210,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> int:
+    load()  # this process starts: read the settings now (grader.settings)
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -221,7 +223,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         return 2
     dsn = args.dsn.replace("postgresql+psycopg://", "postgresql://", 1)
     if args.gpus is not None:
-        os.environ["RDV_GPUS"] = args.gpus  # the launcher hands these to each sandbox
+        configure(gpus=parse_gpus(args.gpus))  # the launcher hands these to each sandbox
     app = build_app(
         dsn,
         queue=args.queue,

@@ -15,11 +15,23 @@ from sqlalchemy import create_engine, delete, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from grader import settings as grader_settings
+
 os.environ.setdefault("RDV_ENVIRONMENT", "test")
 # Launches start cold unless a test asks for the warm pool: a pool in every test process would
 # keep sandboxes ready for plans the next test does not make (each a few interpreters importing
 # torch). The suites that grade as production does ask for it (tests/grader/conftest.py).
 os.environ.setdefault("RDV_WARM_POOL", "0")
+
+
+@pytest.fixture(autouse=True)
+def _grader_settings_read_afresh() -> Iterator[None]:
+    """The grader reads its settings once per process (grader.settings): each test starts from
+    the environment it sets up, and leaves no settings behind."""
+    grader_settings.reset()
+    yield
+    grader_settings.reset()
+
 
 PG_ADMIN_URL = os.environ.get(
     "RDV_TEST_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import secrets
 import shutil
 import sys
@@ -30,11 +29,10 @@ from grader.launch.wire import (
     SupervisorConfig,
 )
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
+from grader.settings import settings
 from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
-
-JOBS_DIR_ENV = "RDV_JOBS_DIR"
 
 # Where the sandbox's private tmpfs /tmp is (isolating backends); "none" uses the job dir.
 SANDBOX_TMP = "/tmp"
@@ -87,9 +85,9 @@ def run_launch(
     emit: Callable[[GradeEvent], None],
 ) -> tuple[RunView, SandboxOutcome | None]:
     spec = job.spec
-    root = os.environ.get(JOBS_DIR_ENV)
-    if root:
-        Path(root).mkdir(parents=True, exist_ok=True)
+    root = settings().jobs_dir
+    if root is not None:
+        root.mkdir(parents=True, exist_ok=True)
     job_dir = Path(tempfile.mkdtemp(prefix="rdv-job-", dir=root))
     try:
         job_dir.chmod(0o755)

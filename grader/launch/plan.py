@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.contract import ExerciseSpec
+from grader.settings import settings
 
 
 @dataclass
@@ -27,7 +28,6 @@ class Launch:
     judged: bool = True
 
 
-GPUS_ENV = "RDV_GPUS"
 FORK_ENV = "RDV_FORK_RANKS"
 
 
@@ -41,9 +41,9 @@ def fork_ranks() -> bool:
 
 def available_gpus() -> list[int]:
     """GPU indices this worker may use: $RDV_GPUS ("0,1") or the /dev/nvidiaN devices."""
-    env = os.environ.get(GPUS_ENV)
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip()]
+    gpus = settings().gpus
+    if gpus is not None:
+        return list(gpus)
     names = os.listdir("/dev") if os.path.isdir("/dev") else []
     return sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n)))
 
