@@ -1,11 +1,12 @@
-"""The grader's single entry point: `grade(job) -> Result` (the app imports only this and the
-contract).
+"""The grader's entry point: `grade(job) -> Result`, plan -> run -> judge (the app calls it, and
+`prewarm`/`prewarm_exercise`; it also imports `grader.contract`, `grader.i18n` and
+`grader.queue_protocol`).
 
-The launches of `launcher.plan_launches`, in order, each in a fresh sandbox and job dir; a
-program that cannot run to the end at one world size (`run.completed` fails) gets no other. A
-check fails overall if it failed in any judged launch; it is skipped if it was skipped in all of
-them. A failure of the harness in any launch ends the grading as a platform `error`. The whole
-path: docs/architecture.md.
+Plan: the launches of `launch.plan.plan_launches`. Run: each in order, in a fresh sandbox and job
+dir (`launch.host.run_launch`); a program that cannot run to the end at one world size
+(`run.completed` fails) gets no other. Judge (`grader.judge`): a check fails overall if it failed
+in any judged launch; it is skipped if it was skipped in all of them. A failure of the harness in
+any launch ends the grading as a platform `error`. The whole path: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -15,39 +16,16 @@ import time
 import traceback
 from collections.abc import Callable
 
-from grader import warm
-from grader.checks.base import Outcome, RankView, RunView, get_check
-from grader.checks.sampler import sampler_artifact
-from grader.contract import (
-    CheckResult,
-    ExerciseSpec,
-    GradeEvent,
-    Job,
-    LaunchInfo,
-    RankResult,
-    Result,
-    Timings,
-    localize,
-)
-from grader.events import HarnessError, Init, ProgramException
-from grader.i18n import (
-    SUMMARY_FAILED,
-    SUMMARY_PASSED,
-    SUMMARY_PASSED_SKIPPED,
-    message_fields,
-    msg,
-)
+from grader import judge, warm
+from grader.checks.base import RunView, get_check
+from grader.contract import ExerciseSpec, GradeEvent, Job, Result, Timings
+from grader.i18n import msg
+from grader.judge import JudgedRun
 from grader.launch.faults import place_faults
 from grader.launch.host import prewarm_for, run_launch
-from grader.launch.plan import Launch, plan_launches
+from grader.launch.plan import plan_launches
 from grader.sandbox.base import SandboxUnavailable, get_sandbox
-from grader.stages import (
-    in_launch,
-    launch_event,
-    not_judged_without_distribution,
-    not_judged_without_premise,
-    tag_launch,
-)
+from grader.stages import launch_event, tag_launch
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +76,15 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         sandbox = get_sandbox(sandbox_name)
     except (SandboxUnavailable, ValueError, ImportError) as exc:
         return Result.platform_error(_no_sandbox(exc))
-    runs: list[tuple[Launch, RunView, dict[str, Outcome]]] = []
+    runs: list[JudgedRun] = []
     run_ms = checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
+    # Plan.
     launches = plan_launches(job.spec)
-    prewarm_for(job.spec, sandbox)
+    prewarm_for(job.spec, sandbox)  # the warm pool readies this grading's launches
+    # Run, each launch judged as it ends.
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
@@ -119,7 +99,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         views.append(view)
         if view.platform_error:
             return Result.platform_error(view.platform_error)
-        harness_error = harness_failure(job, view)
+        harness_error = judge.harness_failure(job, view)
         if harness_error:
             return Result.platform_error(harness_error)
         if launch.reference is not None:
@@ -127,205 +107,30 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
         if not launch.judged:
             continue
         t1 = time.monotonic()
-        outcomes = {cid: _evaluate(cid, view, job) for cid in job.spec.checks}
+        runs.append(judge.JudgedRun(launch, view, judge.evaluate_all(job, view)))
         checks_ms += int((time.monotonic() - t1) * 1000)
-        runs.append((launch, view, outcomes))
-        completed = outcomes.get("run.completed")
+        completed = runs[-1].outcomes.get("run.completed")
         if completed is not None and completed.status == "fail":
             break  # a program that cannot run to the end here gets no other world size
-    # Some checks compare world sizes (a loss scale that follows the world size is a division by
-    # it; a constant is not): judge every run again, knowing the others.
-    judged = [view for _, view, _ in runs]
-    for view in judged:
-        view.siblings = [other for other in judged if other is not view]
+    # Judge: the runs again knowing each other, the checks combined, the Result.
     t1 = time.monotonic()
-    runs = [
-        (launch, view, {cid: _evaluate(cid, view, job) for cid in job.spec.checks})
-        for launch, view, _ in runs
-    ]
+    runs = judge.with_siblings(job, runs)
     checks_ms += int((time.monotonic() - t1) * 1000)
     emit(GradeEvent(kind="status", data={"status": "checking"}))
-    checks = not_judged_without_distribution(_combine(job, runs), judged)
-    checks = not_judged_without_premise(checks, judged)
+    checks = judge.check_results(job, runs)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
-    # A failing run decides; otherwise the largest launch (the last of equals) speaks for all.
-    largest = max(range(len(runs)), key=lambda i: (runs[i][0].world_size, i))
-    deciding = next(
-        (r for r in runs if any(o.status == "fail" for o in r[2].values())), runs[largest]
-    )
-    launch, view, _ = deciding
-    failed = [c for c in checks if c.status == "fail"]
-    skipped = [c for c in checks if c.status == "skip"]
-    status = "fail" if failed else "pass"
-    passed = len(checks) - len(skipped)
-    if failed:
-        summary = msg("summary.failed", SUMMARY_FAILED, failed=len(failed), total=len(checks))
-    elif skipped:
-        summary = msg(
-            "summary.passed_skipped", SUMMARY_PASSED_SKIPPED, passed=passed, skipped=len(skipped)
-        )
-    else:
-        summary = msg("summary.passed", SUMMARY_PASSED, passed=passed)
-    summary_id, summary_params = message_fields(summary)
-    return Result(
-        status=status,
-        summary=summary,
-        summary_id=summary_id,
-        summary_params=summary_params,
-        launch=LaunchInfo(
-            world_size=launch.world_size,
-            nnodes=launch.nnodes,
-            backend=_backend(view, launch),
-            device=launch.device,
-            sandbox=sandbox.name,
-            warm_launches=sum(1 for v in views if v.warm),
-            spare_ranks=sum(v.spare_ranks for v in views),
-        ),
-        checks=checks,
-        ranks=[_rank_result(r) for r in view.ranks],
-        artifacts={"sampler": sampler_artifact(view)} if view.ranks else {},
-        timings_ms=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
+    return judge.verdict(
+        runs,
+        checks,
+        views=views,
+        sandbox=sandbox.name,
+        timings=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
     )
 
 
 def _no_sandbox(exc: Exception) -> str:
     return msg("platform.no_sandbox", "the sandbox is not available: {error}", error=str(exc))
-
-
-def harness_failure(job: Job, view: RunView) -> str | None:
-    """A failure of the grader's own harness in any rank: the run was observed only in part, so
-    no verdict is given; the stacks go to the worker log."""
-    failures = view.typed(HarnessError)
-    for rank, e in failures:
-        log.error(
-            "grading %s: the harness failed in %s on rank %s:\n%s",
-            job.submission_id,
-            e.where,
-            rank,
-            e.traceback or e.error,
-        )
-    if not failures:
-        return None
-    rank, first = failures[0]
-    return msg(
-        "platform.harness_failed",
-        "the grader's harness failed ({where}, rank {rank}): {error}",
-        where=first.where,
-        rank=rank,
-        error=first.error,
-    )
-
-
-def _evaluate(check_id: str, view: RunView, job: Job) -> Outcome:
-    definition = get_check(check_id)
-    assert definition is not None
-    if not view.ranks:  # the sandbox stopped the whole job before the supervisor could report
-        if check_id != "run.completed":
-            return Outcome(
-                "skip",
-                msg(
-                    "run.stopped_unobserved",
-                    "Not judged: the run was stopped before it could be observed.",
-                ),
-            )
-        if view.oom_killed:
-            return Outcome(
-                "fail",
-                msg(
-                    "run.job_oom", "The whole job ran out of memory and was stopped by the sandbox."
-                ),
-            )
-        return Outcome(
-            "fail",
-            msg(
-                "run.job_timeout",
-                "The whole job did not finish within {seconds:g} s and was stopped by the sandbox.",
-                seconds=view.wall_seconds,
-            ),
-        )
-    try:
-        return definition.fn(view, job.spec.params.get(check_id, {}))
-    except Exception as exc:  # a grader bug: report it as a platform fault, never on the learner
-        raise RuntimeError(f"check {check_id} crashed: {exc!r}") from exc
-
-
-def _combine(job: Job, runs: list[tuple[Launch, RunView, dict[str, Outcome]]]) -> list[CheckResult]:
-    results = []
-    several = len(runs) > 1 or len(job.spec.launch.world_sizes) > 1
-    for cid in job.spec.checks:
-        definition = get_check(cid)
-        assert definition is not None
-        chosen: tuple[Launch, Outcome] | None = None
-        for launch, _, outcomes in runs:
-            o = outcomes[cid]
-            if o.status == "fail":
-                chosen = (launch, o)
-                break
-            # A pass at the largest world size (the last run) speaks for all of them.
-            if chosen is None or (
-                o.status == "pass"
-                and (chosen[1].status != "pass" or launch.world_size >= chosen[0].world_size)
-            ):
-                chosen = (launch, o)
-        assert chosen is not None
-        launch, o = chosen
-        message: str = o.message
-        if several and o.status == "fail":
-            message = in_launch(message, launch.nnodes, launch.world_size)
-        hint = hint_of = None
-        if o.status == "fail":
-            # The hint for what the run showed: another check's when the outcome says so (a
-            # wrap that never happened gets the wrapping hint). English here; the API renders
-            # the Result in each viewer's language (grader.i18n).
-            hint_of = o.hint_of
-            source = get_check(hint_of) if hint_of else definition
-            assert source is not None
-            hint = localize(job.spec.hints.get(hint_of or cid), "en") or source.hint
-        message_id, params = message_fields(message)
-        results.append(
-            CheckResult(
-                id=cid,
-                status=o.status,
-                title=definition.title,
-                message=message,
-                hint=hint,
-                rank=o.rank,
-                line=o.line,
-                message_id=message_id,
-                params=params,
-                hint_of=hint_of,
-            )
-        )
-    return results
-
-
-def _backend(view: RunView, launch: Launch) -> str:
-    """The backend the group used for the launch's device: a config such as "cpu:gloo,cuda:nccl"
-    (what a group made without a backend, or with one per device, reports) names one per device."""
-    default = "nccl" if launch.device == "cuda" else "gloo"
-    for _, e in view.typed(Init):
-        backend = str(e.backend or "")
-        if not backend or backend == "undefined":
-            return default
-        if ":" not in backend:
-            return backend
-        per_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
-        return per_device.get(launch.device, default)
-    return default
-
-
-def _rank_result(r: RankView) -> RankResult:
-    """A rank for the Result; `stack` is its dump when stopped, else the traceback it died with."""
-    stack = r.stack
-    crash = r.first_typed(ProgramException)
-    if crash is not None and crash.traceback:
-        stack = crash.traceback if not stack else f"{crash.traceback}\n{stack}"
-    if stack and r.learner_file:
-        stack = stack.replace(r.learner_file, "main.py")
-    return RankResult(
-        rank=r.rank, exit_code=r.exit_code, output=r.output, truncated=r.truncated, stack=stack
-    )
 
 
 def prewarm_exercise(spec: ExerciseSpec, sandbox: str | None = None) -> None:

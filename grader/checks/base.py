@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 import re
 from collections.abc import Callable
@@ -220,11 +221,11 @@ def _load_all() -> None:
     global _loaded
     if _loaded:
         return
-    import grader.checks as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    # The modules beside this one, found on disk: the registry never imports its own package.
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([os.path.dirname(__file__)]):
         if info.name != "base" and not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            importlib.import_module(f"{package}.{info.name}")
     _loaded = True
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.api import _backend
 from grader.checks.base import RankView, RunView, get_check
+from grader.judge import _backend
 from grader.launch.plan import Launch
 
 

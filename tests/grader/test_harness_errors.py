@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from grader.api import harness_failure
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, Job
 from grader.harness.tracer import Tracer
+from grader.judge import harness_failure
 from grader.launch.wire import HarnessSettings
 
 
@@ -120,7 +120,7 @@ def test_a_harness_error_in_any_rank_is_a_platform_error_logged_with_its_stack(
         device="cpu",
         ranks=[RankView(0, 0), RankView(1, 0, events=[error])],
     )
-    with caplog.at_level(logging.ERROR, logger="grader.api"):
+    with caplog.at_level(logging.ERROR, logger="grader.judge"):
         message = harness_failure(job, view)
     assert message == "the grader's harness failed (replay, rank 1): E()"
     assert "STACK" in caplog.text and "s1" in caplog.text
