@@ -1,4 +1,4 @@
-"""Fault placement from the uninterrupted reference run (grader/faults.py)."""
+"""Fault placement from the uninterrupted reference run (grader/launch/faults.py)."""
 
 from __future__ import annotations
 
