@@ -59,16 +59,7 @@ class Launch:
     judged: bool = True
 
 
-FORK_ENV = "RDV_FORK_RANKS"
 KILLED_EXIT = 128 + 9  # SIGKILL
-
-
-def fork_ranks() -> bool:
-    """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
-    interpreters: $RDV_FORK_RANKS=1. Faster, but not the default, cold or warm: forked ranks
-    share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
-    every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
-    return os.environ.get(FORK_ENV) == "1"
 
 
 def warm_pool_enabled() -> bool:
@@ -171,7 +162,6 @@ def run_launch(
             "wall_seconds": spec.limits.wall_seconds,
             "output_cap": spec.limits.output_bytes_per_rank,
             "sandboxed": sandbox.name != "none",
-            "fork": fork_ranks(),
             "harness": {
                 "pg_timeout_seconds": spec.limits.pg_timeout_seconds,
                 "faults": launch.faults,
@@ -325,10 +315,8 @@ def _view(
 
 def spares_for(launch: Launch) -> tuple[int, int]:
     """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
-    spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
-    ranks where they are forked from the supervisor."""
-    per_node = 0 if fork_ranks() else launch.world_size // launch.nnodes
-    return per_node, launch.nnodes
+    spare per rank, and for a simulated multi-node job an agent per node with its own."""
+    return launch.world_size // launch.nnodes, launch.nnodes
 
 
 def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
