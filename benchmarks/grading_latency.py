@@ -25,7 +25,6 @@ from grader import warm
 from grader.api import grade, prewarm_exercise
 from grader.contract import Job
 from grader.exercises import load_spec
-from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "lessons" / "02-ddp-fundamentals" / "exercises" / "train" / "solution.py"
@@ -54,9 +53,8 @@ def bare_torchrun(code: str, world_size: int) -> float:
 
 
 def graded(
-    code: str, sandbox: str | None, fork: bool, one_launch: bool = False
+    code: str, sandbox: str | None, one_launch: bool = False
 ) -> tuple[float, str, dict[str, int]]:
-    os.environ[FORK_ENV] = "1" if fork else "0"
     spec = load_spec(EXERCISE)
     if one_launch:  # only the first world size: the cost of one graded launch
         spec.launch.world_sizes = spec.launch.world_sizes[:1]
@@ -89,24 +87,21 @@ def main(argv: list[str]) -> int:
     world_size = load_spec(EXERCISE).launch.world_sizes[0]
     bare: list[float] = []
     spawned: list[float] = []
-    forked: list[float] = []
     single: list[float] = []
     for i in range(repeat):
         settle()
         bare.append(bare_torchrun(code, world_size))
-        seconds, used, timings = graded(code, sandbox, fork=False)
+        seconds, used, timings = graded(code, sandbox)
         spawned.append(seconds)
-        forked.append(graded(code, sandbox, fork=True)[0])
-        single.append(graded(code, sandbox, fork=False, one_launch=True)[0])
+        single.append(graded(code, sandbox, one_launch=True)[0])
         print(
             f"  run {i + 1}: bare torchrun {bare[-1]:.2f} s | graded ({used}) {seconds:.2f} s "
             f"[launch {timings['run'] / 1000:.2f} s, checks {timings['checks']} ms] | "
-            f"graded, ranks forked from the supervisor {forked[-1]:.2f} s | "
             f"one graded launch {single[-1]:.2f} s",
             flush=True,
         )
     b = statistics.median(bare)
-    s, f, one = statistics.median(spawned), statistics.median(forked), statistics.median(single)
+    s, one = statistics.median(spawned), statistics.median(single)
     sizes = load_spec(EXERCISE).launch.world_sizes
     print(
         f"grading latency, lesson-2 solution, {world_size} ranks, n={repeat}, warm pool "
@@ -114,7 +109,6 @@ def main(argv: list[str]) -> int:
         f"{os.getloadavg()[0]:.1f}:\n"
         f"  bare torchrun          {b:6.2f} s  1.00x\n"
         f"  graded, world sizes {sizes} (ranks spawned) {s:6.2f} s  {s / b:.2f}x\n"
-        f"  graded, world sizes {sizes} (ranks forked)  {f:6.2f} s  {f / b:.2f}x\n"
         f"  graded, one launch of {world_size} ranks (spawned) {one:6.2f} s  {one / b:.2f}x"
     )
     return 0

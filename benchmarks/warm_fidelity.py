@@ -1,14 +1,14 @@
 """Cold against warm: every golden, red-team and exercise case graded both ways, verdicts compared.
 
-    python -m benchmarks warm_fidelity [--sample=N] [--pool=K] [--fork=0] [--only=SUBSTRING]
+    python -m benchmarks warm_fidelity [--sample=N] [--pool=K] [--only=SUBSTRING]
 
 Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: a pool of K (default 3)
-pre-started sandboxes whose ranks are spare interpreters (grader.spares), or forked with --fork=1;
-a warm grading that no warm sandbox served counts as a difference. For each case: the status and
-the failed check ids of both, less the ids its expected.json allows to fail either way
-(`may_also_fail`: a race decides). Prints each difference and a summary; exit status 1 when any
-case differs. `--sample=N` takes every k-th case (N in all) for a quicker look;
-tests/grader/test_warm_fidelity.py and test_golden.py grade a few both ways in `make test`.
+pre-started sandboxes whose ranks are spare interpreters (grader.spares); a warm grading that no
+warm sandbox served counts as a difference. For each case: the status and the failed check ids of
+both, less the ids its expected.json allows to fail either way (`may_also_fail`: a race decides).
+Prints each difference and a summary; exit status 1 when any case differs. `--sample=N` takes
+every k-th case (N in all) for a quicker look. In `make test` the golden suites grade warm and
+tests/grader/test_warm_fidelity.py grades a sample of them cold.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 
 from grader import warm
 from grader.contract import Result
-from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +34,6 @@ def main(argv: list[str]) -> int:
     from tests.grader.golden import SUITES, grade_case
 
     opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
-    fork = opts.get("fork", "0")
     size = opts.get("pool", "3")
     cases = [c for suite in SUITES for c in suite.cases()]
     if "only" in opts:
@@ -47,12 +45,10 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     for i, case in enumerate(cases, 1):
         allowed = set(case.expected.may_also_fail)
-        os.environ[FORK_ENV] = "0"
         # The pool lives on through the cold grading (it does not refill during one), so the
         # warm grading of the same exercise finds its sandboxes ready.
         os.environ[warm.POOL_ENV] = "0"
         cold = verdict(grade_case(case), allowed)
-        os.environ[FORK_ENV] = fork
         os.environ[warm.POOL_ENV] = size
         result = grade_case(case)
         hot = verdict(result, allowed)
@@ -70,7 +66,7 @@ def main(argv: list[str]) -> int:
         )
     warm.close_pool()
     print(
-        f"{len(cases)} cases graded cold and warm (ranks {'forked' if fork == '1' else 'spares'}"
+        f"{len(cases)} cases graded cold and warm (ranks spares"
         f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"
         + (f": {differ}" if differ else "")
     )

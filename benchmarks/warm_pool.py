@@ -1,6 +1,6 @@
 """The warm pool against cold sandboxes and a bare torchrun, every figure from one run.
 
-    python -m benchmarks warm_pool [--repeat=1] [--queued=20] [--fork=0|1|both] [--exercises=all]
+    python -m benchmarks warm_pool [--repeat=1] [--queued=20] [--exercises=all]
 
 Prints, each with the load average when it was taken:
 - a bare `torchrun --standalone --nproc-per-node 2` of the lesson-2 solution (the baseline);
@@ -25,7 +25,6 @@ from grader.api import grade
 from grader.contract import Job, Result
 from grader.exercises import exercise_dir, graded_exercises, load_spec
 from grader.launch.host import prewarm_for
-from grader.launch.plan import FORK_ENV
 
 LESSON2 = "ddp-fundamentals/train"
 
@@ -83,8 +82,6 @@ def main(argv: list[str]) -> int:
     opts = dict(a.lstrip("-").split("=", 1) for a in argv if "=" in a)
     repeat = int(opts.get("repeat", "1"))
     queued = int(opts.get("queued", "20"))
-    both = opts.get("fork", "0") == "both"  # warm with spawned and with forked ranks
-    os.environ[FORK_ENV] = "0" if both else opts.get("fork", "0")
     wanted = opts.get("exercises", "all")
     exercises = [e for e in graded_exercises() if wanted == "all" or e in wanted.split(",")]
     cores = os.cpu_count() or 1
@@ -94,7 +91,7 @@ def main(argv: list[str]) -> int:
     bare = [bare_torchrun(base_code, 2) for _ in range(repeat)]
     b = statistics.median(bare)
     print(f"bare torchrun, lesson-2 solution, 2 ranks: {b:.2f} s  1.00x  ({load()})", flush=True)
-    print(f"pool size {size} (default for {cores} cores), ranks forked: {os.environ[FORK_ENV]}")
+    print(f"pool size {size} (default for {cores} cores)")
     for exercise in exercises:
         code = solution(exercise)
         if code is None:
@@ -109,19 +106,11 @@ def main(argv: list[str]) -> int:
         hot = [graded(exercise, code, "warm") for _ in range(repeat)]
         hot_s = statistics.median(s for s, _ in hot)
         hot_load = load()
-        forked = ""
-        if both:
-            os.environ[FORK_ENV] = "1"
-            runs = [graded(exercise, code, "forked") for _ in range(repeat)]
-            os.environ[FORK_ENV] = "0"
-            hot += runs
-            f = statistics.median(s for s, _ in runs)
-            forked = f" | warm, ranks forked {f:6.2f} s {f / b:5.2f}x ({load()})"
         statuses = {r.status for _s, r in cold + hot}
         served = pool.stats.served if pool else 0
         print(
             f"  {exercise:45} cold {cold_s:6.2f} s {cold_s / b:5.2f}x ({cold_load}) | "
-            f"warm {hot_s:6.2f} s {hot_s / b:5.2f}x ({hot_load}){forked} | "
+            f"warm {hot_s:6.2f} s {hot_s / b:5.2f}x ({hot_load}) | "
             f"{sorted(statuses)}, {served} launches served warm",
             flush=True,
         )

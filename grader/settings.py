@@ -7,7 +7,6 @@
 | RDV_GPUS                  | the /dev/nvidiaN found    | GPUs this worker may use, e.g. 0,1       |
 | RDV_WARM_POOL             | a core each, 2 to 4 (1)   | sandboxes started ahead; 0: all cold     |
 | RDV_WARM_IDLE_S           | 600                       | seconds before an unused one is replaced |
-| RDV_FORK_RANKS            | 0                         | 1: fork the ranks from the supervisor    |
 | RDV_SANDBOX_UID_BASE      | 3900000                   | bwrap as root: the first uid of jobs     |
 | RDV_SANDBOX_SLOTS         | 256                       | bwrap as root: how many uids             |
 | RDV_SANDBOX_STATE_DIR     | /run/rdv-sandbox          | bwrap as root: the uid slots' locks      |
@@ -48,7 +47,6 @@ ENV = {
     "gpus": "RDV_GPUS",
     "warm_pool": "RDV_WARM_POOL",
     "warm_idle_s": "RDV_WARM_IDLE_S",
-    "fork_ranks": "RDV_FORK_RANKS",
     "sandbox_uid_base": "RDV_SANDBOX_UID_BASE",
     "sandbox_slots": "RDV_SANDBOX_SLOTS",
     "sandbox_state_dir": "RDV_SANDBOX_STATE_DIR",
@@ -67,7 +65,6 @@ class GraderSettings:
     gpus: tuple[int, ...] | None = None
     warm_pool: int | None = None
     warm_idle_s: float = 600.0
-    fork_ranks: bool = False
     sandbox_uid_base: int = 3900000
     sandbox_slots: int = 256
     sandbox_state_dir: Path = Path("/run/rdv-sandbox")
@@ -101,7 +98,6 @@ class GraderSettings:
                 log.warning("%s=%r is not a number; using the default", ENV["warm_pool"], pool)
         if (idle := get("warm_idle_s")) is not None:
             changes["warm_idle_s"] = _number(float, "warm_idle_s", idle)
-        changes["fork_ranks"] = env.get(ENV["fork_ranks"]) == "1"
         for field in ("sandbox_uid_base", "sandbox_slots"):
             if (value := get(field)) is not None:
                 changes[field] = _number(int, field, value)

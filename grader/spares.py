@@ -2,16 +2,19 @@
 
 A spare is `python -u -m grader.harness main.py`, the very command torchrun's agent runs for a
 rank, started by the supervisor (the process the agent runs in) as its own session. It imports
-torch and the harness's hooks, tells the supervisor it is ready over a socket, and waits. When
-the agent starts a rank, `SubprocessHandler._popen` (patched here, in the supervisor only) hands
-the rank to a spare instead of starting a new process: the rank's argv, environment and cwd go
-over the socket, its stdout/stderr descriptors with them (SCM_RIGHTS). The spare takes them over
-and runs the rank exactly as a spawned one does (grader.harness.spare). The agent holds the
-spare's own `Popen`, so it polls, signals (its process group) and reaps it as any worker.
+torch and the harness's hooks, tells the supervisor it is ready over a socket, and waits.
+
+The agent starts each rank as usual, through torch's own process handling, but its command is
+grader.rank_shim (`SpareServer.entry_args`): a bare interpreter that connects to this process's
+`SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1, 2
+(SCM_RIGHTS). A spare takes them over and runs the rank exactly as a spawned one does
+(grader.harness.spare); the shim, which the agent holds, relays the agent's signals to the
+spare's process group and ends as the spare ended (its exit code, or death by its signal). A
+rank the spares cannot serve (none left, one died, an unexpected command) is the shim's own
+`execv` of the real command: a cold start.
 
 Each spare is a fresh interpreter: its own str hash seed and generators, no inherited threads,
-locks or descriptors: what forking ranks from the supervisor could not give. A rank the spares
-cannot serve (none left, one died, an unexpected command) is started by torch as usual.
+locks or descriptors.
 """
 
 from __future__ import annotations
@@ -21,14 +24,19 @@ import json
 import logging
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from grader.rank_shim import COLD, SERVED, STATUS
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,8 @@ SPARE_FD_ENV = "RDV_SPARE_FD"
 READY_BYTE = b"R"
 # How long a rank waits for a spare that is still importing before torch starts one itself.
 READY_WAIT_S = 60.0
+# The agent's per-rank command when spares wait: `python -I -S SHIM SOCKET ARGS...`.
+SHIM = str(Path(__file__).with_name("rank_shim.py"))
 
 
 @dataclass
@@ -160,9 +170,15 @@ class Spares:
             spare.discard()
 
 
-def hand_over(spare: Spare, argv: list[str], env: dict[str, str], fds: tuple[int, int]) -> bool:
-    """Give a ready spare its rank: argv, environment, cwd and the stdout/stderr descriptors."""
-    message = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+def hand_over(
+    spare: Spare,
+    argv: list[str],
+    env: dict[str, str],
+    fds: tuple[int, int, int],
+    cwd: str | None = None,
+) -> bool:
+    """Give a ready spare its process: argv, environment, cwd and descriptors 0, 1 and 2."""
+    message = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
     try:
         socket.send_fds(spare.sock, [len(message).to_bytes(8, "big")], list(fds))
         spare.sock.sendall(message)
@@ -178,35 +194,54 @@ def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
     while len(got) < size:
         chunk = sock.recv(size - len(got))
         if not chunk:
-            raise EOFError("the supervisor closed the socket")
+            raise EOFError("the other side closed the socket")
         got += chunk
     return got
 
 
-def ready_and_receive() -> list[str] | None:
-    """The spare's side (call it once its imports are done): say it is ready, wait for its
-    process, and take it over: the stdout/stderr descriptors, the cwd, the whole environment (ours
-    is cleared) and `sys.orig_argv`. Its argv, or None when the spare was let go unused."""
-    fd = int(os.environ.pop(SPARE_FD_ENV))
-    sock = socket.socket(fileno=fd)
+def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """One hand-over (hand_over's or grader.rank_shim's): the message and its 3 descriptors."""
+    fds: list[int] = []
     try:
-        sock.sendall(READY_BYTE)
-        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 2)
+        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 3)
         if not head:
             return None
         head = _recv_exactly(sock, 8, head)
         message = json.loads(_recv_exactly(sock, int.from_bytes(head, "big")))
     except (OSError, EOFError, ValueError):
+        _close_all(fds)
         return None
+    if len(fds) != 3 or not isinstance(message, dict):
+        _close_all(fds)
+        return None
+    return message, fds
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def ready_and_receive() -> list[str] | None:
+    """The spare's side (call it once its imports are done): say it is ready, wait for its
+    process, and take it over: descriptors 0, 1 and 2, the cwd, the whole environment (ours is
+    cleared) and `sys.orig_argv`. Its argv, or None when the spare was let go unused."""
+    fd = int(os.environ.pop(SPARE_FD_ENV))
+    sock = socket.socket(fileno=fd)
+    try:
+        sock.sendall(READY_BYTE)
+        got = _receive(sock)
+    except OSError:
+        got = None
     finally:
         sock.close()
-    if len(fds) != 2:
+    if got is None:
         return None
-    out, err = fds
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    os.close(out)
-    os.close(err)
+    message, fds = got
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
     os.chdir(message["cwd"])
     os.environ.clear()
     os.environ.update(message["env"])
@@ -220,25 +255,95 @@ def rank_command(python: str) -> list[str]:
     return [python, "-u", "-m", "grader.harness", "main.py"]
 
 
-def install(spares: Spares) -> None:
-    """Route the agent's worker starts (in this process) to the spares."""
-    from torch.distributed.elastic.multiprocessing.subprocess_handler import (
-        subprocess_handler as handler_module,
-    )
+class SpareServer:
+    """Where the agent's ranks get their spares: the agent starts each rank as grader.rank_shim
+    (`entry_args`), which connects here; a spare takes the rank, and the shim waits for it, passes
+    the agent's signals on and ends as it ends. A public way in (the agent's entrypoint and
+    arguments), so torch's own process handling (environment, log files, restarts, stops) is
+    untouched."""
 
-    original = handler_module.SubprocessHandler._popen
-    prefix = rank_command(sys.executable)[:4]
+    def __init__(self, spares: Spares) -> None:
+        self.spares = spares
+        self.dir = tempfile.mkdtemp(prefix=".rdv-spares-")
+        self.path = os.path.join(self.dir, "s")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(64)
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _popen(self: Any, args: tuple[str, ...], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        if list(args[:4]) == prefix:
-            spare = spares.take()
+    def entry_args(self, args: list[str]) -> list[str]:
+        """The arguments for `python` (the agent's entrypoint) that start a rank whose own are
+        `args` through the shim: `-I -S` keeps its start-up to the interpreter's core."""
+        return ["-I", "-S", SHIM, self.path, *args]
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            got = _receive(conn)
+            if got is None:
+                return
+            message, fds = got
+            spare = None
+            try:
+                argv = [str(a) for a in message["argv"]]
+                if argv[1:4] == rank_command(sys.executable)[1:4]:
+                    spare = self.spares.take()
+                if spare is not None and not hand_over(
+                    spare, argv, dict(message["env"]), (fds[0], fds[1], fds[2]), message["cwd"]
+                ):
+                    spare.discard()
+                    spare = None
+                if spare is not None:
+                    self.spares.served += 1
+                conn.sendall(SERVED if spare is not None else COLD)
+            except OSError:
+                if spare is not None:  # the shim is gone: so is its rank
+                    _kill_group(spare.proc, signal.SIGKILL)
+            finally:
+                _close_all(fds)
             if spare is not None:
-                out = self._stdout.fileno() if self._stdout else 1
-                err = self._stderr.fileno() if self._stderr else 2
-                if hand_over(spare, [str(a) for a in args], dict(env), (out, err)):
-                    spares.served += 1
-                    return spare.proc
-                spare.discard()
-        return original(self, args, env)
+                self._watch(conn, spare.proc)
 
-    handler_module.SubprocessHandler._popen = _popen  # type: ignore[method-assign]
+    def _watch(self, conn: socket.socket, proc: subprocess.Popen[bytes]) -> None:
+        """Pass the shim's signals on to the spare until it ends; then send its exit status."""
+
+        def relay() -> None:
+            while True:
+                try:
+                    got = conn.recv(1)
+                except OSError:
+                    got = b""
+                if not got:  # the shim was killed (SIGKILL to its group): its rank goes too
+                    _kill_group(proc, signal.SIGKILL)
+                    return
+                _kill_group(proc, got[0])
+
+        threading.Thread(target=relay, daemon=True).start()
+        status = proc.wait()
+        with contextlib.suppress(OSError):
+            conn.sendall(STATUS.pack(status))
+            conn.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+            os.rmdir(self.dir)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal a spare's process group (it leads its own session, as a spawned rank does)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)

@@ -9,7 +9,6 @@ learner and make the launcher kill the other ranks mid-way; the end record is th
 from __future__ import annotations
 
 import atexit
-import contextlib
 import faulthandler
 import os
 import runpy
@@ -52,15 +51,7 @@ def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]
     return text, line
 
 
-class _LeaveRank(BaseException):
-    """os._exit(n) in a forked rank: unwind to forked_entry, which multiprocessing must see."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-def run_learner(argv: list[str], *, forked: bool = False) -> int:
+def run_learner(argv: list[str]) -> int:
     """Install the hooks, run the learner's file, write the end record; the exit code."""
     trace_dir = Path(os.environ.pop(TRACE_DIR_ENV, "."))
     settings = HarnessSettings.from_json(os.environ.pop(SETTINGS_ENV, "{}"))
@@ -85,7 +76,7 @@ def run_learner(argv: list[str], *, forked: bool = False) -> int:
     from grader.harness.hooks import install_all
 
     install_all(tracer)
-    _watch_os_exit(tracer, forked)
+    _watch_os_exit(tracer)
     sys.argv = [argv[0], *argv[1:]]
     sys.path[0] = os.path.dirname(script)
     status, code, line = "ok", 0, None
@@ -93,9 +84,6 @@ def run_learner(argv: list[str], *, forked: bool = False) -> int:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc)
-        status = "ok" if code == 0 else "exit"
-    except _LeaveRank as exc:
-        code = exc.code
         status = "ok" if code == 0 else "exit"
     except BaseException as exc:
         text, line = learner_traceback(exc, script)
@@ -125,14 +113,12 @@ def _end(tracer: Tracer, status: str, code: int, line: int | None, via: str | No
     tracer.record(End(status=status, exit_code=code, line=line, via=via))
 
 
-def _watch_os_exit(tracer: Tracer, forked: bool) -> None:
+def _watch_os_exit(tracer: Tracer) -> None:
     """A program that leaves with os._exit(n) (a known teardown workaround) still gets its end
     record and final data; the rank's own forked children (DataLoader workers) are left alone."""
     rank_pid = os.getpid()
 
     def _exit(code: int) -> None:
-        if os.getpid() == rank_pid and forked and not tracer.state.get("ended"):
-            raise _LeaveRank(int(code))
         if os.getpid() == rank_pid:
             try:
                 status = "ok" if code == 0 else "exit"
@@ -161,51 +147,6 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
     finally:
         REAL_EXIT(code)
-
-
-def _fresh_random_state() -> None:
-    """Seed the generators from fresh entropy, as a new interpreter starts: a forked rank would
-    otherwise share the supervisor's torch (and numpy) generator state, so every rank would draw
-    the same "random" initial weights and a program that forgets to broadcast them would pass.
-    Python's own `random` reseeds itself after a fork."""
-    import torch
-
-    torch.seed()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()
-
-
-def _as_if_spawned() -> None:
-    """Undo what a fork inherits from the supervisor and a fresh interpreter would not have:
-    torchrun's signal handlers (SIGINT raises KeyboardInterrupt again, the rest default) and the
-    non-dumpable flag (a spawned rank's /proc entries are its own). The supervisor's descriptors
-    stay (closing them broke redteam/bug_barrier_before_save_then_load): forking is opt-in."""
-    import ctypes
-
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    pr_set_dumpable = 4
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 1, 0, 0, 0)
-
-
-def forked_entry(*argv: str) -> None:
-    """Entrypoint of a rank forked from a warm supervisor (torch already imported there).
-
-    The forked child ends through multiprocessing's own os._exit, so torch's C++ teardown never
-    runs there either. The supervisor's own atexit handlers, inherited by the fork, are dropped:
-    only the program's run.
-    """
-    atexit._clear()
-    _as_if_spawned()
-    _fresh_random_state()
-    code = run_learner(list(argv), forked=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if code:
-        raise SystemExit(code)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ import os
 import socket
 import subprocess
 import sys
-import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +31,8 @@ from grader.spares import (
     READY_WAIT_S,
     SPARE_FD_ENV,
     Spares,
+    SpareServer,
     hand_over,
-    install,
     rank_command,
     ready_and_receive,
 )
@@ -61,12 +60,10 @@ def launch_nodes(
     log_dir: Path,
     entry_args: list[str],
     node_spares: list[Spares] | None = None,
-    fork: bool = False,
 ) -> tuple[dict[int, int | None], str | None, int]:
     """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error, ranks
     spare interpreters served). `node_spares`: per node, agents a warm supervisor started ahead
-    (each with its own spare ranks); a node without one gets a new process. `fork`: each agent
-    forks its ranks (RDV_FORK_RANKS=1) instead of starting them as new interpreters."""
+    (each with its own spare ranks); a node without one gets a new process."""
     port, run_id = free_port(), uuid.uuid4().hex
     children: list[Callable[[], object]] = []
     for node in range(nnodes):
@@ -80,7 +77,6 @@ def launch_nodes(
             log_dir=str(log_dir / f"node{node}"),
             args=tuple(entry_args),
             result=str(log_dir / f"node{node}.json"),
-            fork=fork,
         )
         path = log_dir.parent / f".node{node}-{run_id}.json"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -88,15 +84,12 @@ def launch_nodes(
         argv = [*node_command(sys.executable), str(path)]
         env = node_env(node, nproc_per_node)
         spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
-        if spare is not None and hand_over(spare, argv, env, (1, 2)):
+        if spare is not None and hand_over(spare, argv, env, (0, 1, 2)):
             children.append(spare.proc.wait)
             continue
         if spare is not None:
             spare.discard()
-        if fork:  # the agent forked from the supervisor, which imported what it needs
-            children.append(_fork_node(path, env))
-        else:
-            children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env).wait)
+        children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env).wait)
     for wait in children:
         wait()
     served = 0
@@ -114,24 +107,6 @@ def launch_nodes(
     # An agent whose peer failed first reports its own error; only all-error is a platform fault.
     error = "; ".join(errors) if errors and not failures and len(errors) == nnodes else None
     return failures, error, served
-
-
-def _fork_node(spec_path: Path, env: dict[str, str]) -> Callable[[], object]:
-    """Run one node's agent in a child forked from this process; its wait."""
-    pid = os.fork()
-    if pid == 0:  # the node's agent: main() as `python -m grader.inside.multinode SPEC` runs it
-        code = 1
-        try:
-            os.environ.clear()
-            os.environ.update(env)
-            code = main([str(spec_path)])
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    return lambda: os.waitpid(pid, 0)
 
 
 def node_env(node: int, nproc_per_node: int) -> dict[str, str]:
@@ -177,7 +152,7 @@ def _logs_specs(log_dir: str) -> Any:
     return GlobalRankLogs(log_dir=log_dir, redirects=Std.ALL, tee=Std.NONE)
 
 
-def run_node(spec: NodeSpec) -> NodeResult:
+def run_node(spec: NodeSpec, server: SpareServer | None = None) -> NodeResult:
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -197,17 +172,11 @@ def run_node(spec: NodeSpec) -> NodeResult:
         local_addr="127.0.0.1",
         logs_specs=_logs_specs(spec.log_dir),
     )
-    entrypoint: Any = sys.executable
     args = list(spec.args)
-    if spec.fork:
-        from grader.harness.__main__ import forked_entry
-        from grader.harness.spare import preload
-
-        preload()  # what every rank imports, once for the node's forked ranks
-        config.start_method = "fork"
-        entrypoint, args = forked_entry, args[args.index("grader.harness") + 1 :]
+    if server is not None:  # each rank a spare of this node, through grader.rank_shim
+        args = server.entry_args(args)
     try:
-        elastic_launch(config, entrypoint)(*args)
+        elastic_launch(config, sys.executable)(*args)
     except ChildFailedError as exc:
         return NodeResult(failures={int(r): f.exitcode for r, f in exc.failures.items()})
     except Exception as exc:
@@ -235,10 +204,6 @@ def _spare_node() -> tuple[list[str] | None, Spares | None]:
         ranks.start(count)
     import torch.distributed.launcher.api  # noqa: F401
 
-    if ranks is None:  # no spare ranks: this node's ranks will be forked from it
-        from grader.harness.spare import preload
-
-        preload()
     if ranks is not None:
         for spare in list(ranks.idle):
             spare.wait_ready(READY_WAIT_S)
@@ -260,12 +225,15 @@ def main(argv: list[str]) -> int:
     path = Path(argv[0])
     spec = NodeSpec.from_json(path.read_text())
     path.unlink()
+    server = None
     if ranks is not None:
         ranks.for_job(spec.nproc_per_node, spec.max_restarts)
-        install(ranks)
+        server = SpareServer(ranks)
     try:
-        result = run_node(spec)
+        result = run_node(spec, server)
     finally:
+        if server is not None:
+            server.close()
         if ranks is not None:
             ranks.close()
     if ranks is not None:

@@ -29,8 +29,7 @@ from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
-from grader.spares import READY_WAIT_S, Spares, rank_command
-from grader.spares import install as install_spares
+from grader.spares import READY_WAIT_S, Spares, SpareServer, rank_command
 
 STACK_WAIT_S = 1.5
 
@@ -113,7 +112,6 @@ class Supervisor:
                 log_dir=self.log_dir,
                 entry_args=args,
                 node_spares=self.node_spares,
-                fork=cfg.fork,
             )
             if error and not self.timed_out:
                 self.launch_error = error
@@ -130,19 +128,11 @@ class Supervisor:
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
-        entrypoint: Any = sys.executable
-        if cfg.fork:
-            from grader.harness.__main__ import forked_entry
-            from grader.harness.spare import preload as preload_rank
-
-            # Fork the ranks from this process with what every rank imports already imported
-            # (torchrun's semantics otherwise: environment, restarts, the group killed when a
-            # rank fails).
-            preload_rank()
-            config.start_method = "fork"
-            entrypoint, args = forked_entry, ["main.py", *cfg.script_args]
+        server = SpareServer(self.spares) if self.spares is not None else None
+        if server is not None:  # each rank a spare, through grader.rank_shim
+            args = server.entry_args(args)
         try:
-            elastic_launch(config, entrypoint)(*args)
+            elastic_launch(config, sys.executable)(*args)
         except ChildFailedError as exc:
             self.failures = {int(r): f.exitcode for r, f in exc.failures.items()}
         except SignalException as exc:
@@ -153,6 +143,9 @@ class Supervisor:
         except Exception as exc:  # the launcher itself failed: a platform fault unless we killed it
             if not self.timed_out:
                 self.launch_error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if server is not None:
+                server.close()
 
     # -- stopping -------------------------------------------------------------------------
     def rank_pids(self) -> dict[int, int]:
@@ -311,20 +304,12 @@ def _kill_everything_else() -> None:
             _signal(int(entry.name), signal.SIGKILL)
 
 
-def preload(*, forks_ranks: bool) -> None:
-    """What a warm supervisor imports before a job arrives (no torch op runs). Its own needs (the
-    launcher, the checkpoint inspection) always; what the ranks import too when they will be forked
-    from it (with spare ranks they import it themselves, beside us)."""
-    import torch.distributed.launcher.api
+def preload() -> None:
+    """What a warm supervisor imports before a job arrives (no torch op runs): its own needs, the
+    launcher and the checkpoint inspection (the spare ranks import theirs, beside us)."""
+    import torch.distributed.launcher.api  # noqa: F401
 
     import grader.inside.inspect_ckpt  # noqa: F401
-
-    if forks_ranks:
-        import torch.distributed.optim  # noqa: F401  (compiles TorchScript on import: seconds)
-
-        from grader.harness.spare import preload as preload_rank
-
-        preload_rank()
 
 
 def wait_for_config(idle_seconds: float) -> Path | None:
@@ -397,7 +382,7 @@ def main(argv: list[str]) -> int:
         elif spare_count:
             spares = Spares(rank_command(sys.executable))
             spares.start(spare_count)
-        preload(forks_ranks=not spare_count and nodes == 1)
+        preload()
         for group in [spares, *node_spares]:
             for spare in list(group.idle) if group else []:
                 spare.wait_ready(READY_WAIT_S)
@@ -414,9 +399,8 @@ def main(argv: list[str]) -> int:
     for name in cfg.env_unset:
         os.environ.pop(name, None)
     if spares is not None:
-        if cfg.nnodes == 1 and not cfg.fork:
+        if cfg.nnodes == 1:
             spares.for_job(cfg.world_size, cfg.max_restarts)
-            install_spares(spares)
         else:
             spares.close()
             spares = None

@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
-from grader.launch.plan import Launch, fork_ranks, plan_launches, spares_for
+from grader.launch.plan import Launch, plan_launches, spares_for
 from grader.launch.wire import (
     FRAME,
     Frame,
@@ -104,7 +104,6 @@ def run_launch(
             wall_seconds=spec.limits.wall_seconds,
             output_cap=spec.limits.output_bytes_per_rank,
             sandboxed=sandbox.name != "none",
-            fork=fork_ranks(),
             harness=HarnessSettings(
                 pg_timeout_seconds=spec.limits.pg_timeout_seconds,
                 faults=tuple(PlacedFault.from_dict(f) for f in launch.faults),

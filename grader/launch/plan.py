@@ -28,17 +28,6 @@ class Launch:
     judged: bool = True
 
 
-FORK_ENV = "RDV_FORK_RANKS"
-
-
-def fork_ranks() -> bool:
-    """Fork the ranks from the supervisor (torch imported once) instead of spawning fresh
-    interpreters: $RDV_FORK_RANKS=1. Faster, but not the default, cold or warm: forked ranks
-    share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
-    every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
-    return os.environ.get(FORK_ENV) == "1"
-
-
 def available_gpus() -> list[int]:
     """GPU indices this worker may use: $RDV_GPUS ("0,1") or the /dev/nvidiaN devices."""
     gpus = settings().gpus
@@ -85,7 +74,5 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
 
 def spares_for(launch: Launch) -> tuple[int, int]:
     """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
-    spare per rank, and for a simulated multi-node job an agent per node with its own; no spare
-    ranks where they are forked from the supervisor."""
-    per_node = 0 if fork_ranks() else launch.world_size // launch.nnodes
-    return per_node, launch.nnodes
+    spare per rank, and for a simulated multi-node job an agent per node with its own."""
+    return launch.world_size // launch.nnodes, launch.nnodes

@@ -215,7 +215,6 @@ class SupervisorConfig:
     max_restarts: int = 0
     script_args: tuple[str, ...] = ()
     sandboxed: bool = False
-    fork: bool = False
     harness: HarnessSettings = field(default_factory=HarnessSettings)
     env: Mapping[str, str] = field(default_factory=dict)
     env_unset: tuple[str, ...] = ()
@@ -230,7 +229,6 @@ class SupervisorConfig:
             "wall_seconds": self.wall_seconds,
             "output_cap": self.output_cap,
             "sandboxed": self.sandboxed,
-            "fork": self.fork,
             "harness": self.harness.to_dict(),
             "env": dict(self.env),
             "env_unset": list(self.env_unset),
@@ -251,7 +249,6 @@ class SupervisorConfig:
             max_restarts=r.integer("max_restarts", 0),
             script_args=r.texts("script_args"),
             sandboxed=r.flag("sandboxed"),
-            fork=r.flag("fork"),
             harness=HarnessSettings.from_dict(r.obj("harness")),
             env=r.text_map("env"),
             env_unset=r.texts("env_unset"),
@@ -399,7 +396,6 @@ class NodeSpec:
     result: str
     args: tuple[str, ...] = ()
     max_restarts: int = 0
-    fork: bool = False
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -419,7 +415,6 @@ class NodeSpec:
             result=r.text("result"),
             args=r.texts("args"),
             max_restarts=r.integer("max_restarts", 0),
-            fork=r.flag("fork"),
         )
 
     @classmethod

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from grader.launch.plan import FORK_ENV
+from grader import warm
+
+# Warm sandboxes each test process keeps for the suites that grade as production does: one is
+# readied (its supervisor and spare ranks importing torch) while the previous case grades.
+SUITE_POOL = "1"
+
+
+@pytest.fixture(scope="session")
+def _suite_pool() -> Iterator[None]:
+    """The test process's warm pool, kept from one case to the next and closed at the end."""
+    yield
+    warm.close_pool()
 
 
 @pytest.fixture
-def forked_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Grade cold with the ranks forked from the supervisor (RDV_FORK_RANKS=1).
-
-    The golden, red-team and exercise-golden suites grade ~200 programs this way: torch is
-    imported once per launch instead of once per process, which keeps `make test` inside CI's
-    time on a 2-core box. Graded warm (the production default: spare ranks in pre-started
-    sandboxes) the suites judged alike where they were run that way, but cost more on 2 cores
-    (each test process's pool refilling beside the gradings). Production's paths are held to
-    the same verdicts by samples: test_golden.py grades a few cases warm, test_warm_fidelity.py
-    a few more cold and warm, and the containment suite runs warm. Forked ranks reseed their
-    generators (an exercise case that never broadcasts its initial weights fails only if they
-    do).
+def production_launch(_suite_pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Grade as production does: a warm sandbox from the pool, each rank a spare interpreter that
+    torch's agent is handed through grader.rank_shim (a rank no spare can serve starts cold, as a
+    spawned interpreter). The golden, red-team and exercise-golden suites grade ~200 programs
+    this way. The pool lives for the test process (one per xdist worker), so the next case's
+    sandbox starts while one grades; tests/conftest.py turns the pool off for every other test.
     """
-    monkeypatch.setenv(FORK_ENV, "1")
+    monkeypatch.setenv(warm.POOL_ENV, SUITE_POOL)

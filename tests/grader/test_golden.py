@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from grader import warm
-from grader.launch.plan import FORK_ENV
 from grader.sandbox.base import get_sandbox
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("production_launch")]
 BY_NAME = {case.name: case for case in CASES.cases()}
 
 
@@ -67,17 +65,9 @@ WARM_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_ran
 
 
 @pytest.mark.parametrize("name", WARM_CASES)
-def test_warm_launches_give_the_same_verdict(
-    name: str, golden_sandbox: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Warm launches (the production default: a pre-started sandbox, each rank a spare
-    interpreter) judge like the cold, forked ones the golden suite runs with."""
-    monkeypatch.setenv(FORK_ENV, "0")
-    monkeypatch.setenv(warm.POOL_ENV, "2")
-    warm.close_pool()
-    try:
-        result = assert_graded_as_expected(BY_NAME[name])
-    finally:
-        warm.close_pool()
+def test_the_suite_grades_the_production_way(name: str, golden_sandbox: str) -> None:
+    """The suite's cases grade as production does (production_launch): in a warm sandbox from
+    the pool, each rank a spare interpreter."""
+    result = assert_graded_as_expected(BY_NAME[name])
     assert result.launch is not None and result.launch.warm_launches > 0
     assert result.launch.spare_ranks > 0

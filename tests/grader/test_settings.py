@@ -28,7 +28,6 @@ PENDING = {
     "sandbox/users.py",
     "warm.py",
     "spares.py",
-    "launch/plan.py",
 }
 
 
@@ -39,7 +38,6 @@ def test_each_variable_sets_its_field() -> None:
         "RDV_GPUS": "0, 2",
         "RDV_WARM_POOL": "3",
         "RDV_WARM_IDLE_S": "30.5",
-        "RDV_FORK_RANKS": "1",
         "RDV_SANDBOX_UID_BASE": "5000000",
         "RDV_SANDBOX_SLOTS": "8",
         "RDV_SANDBOX_STATE_DIR": "/run/x",
@@ -55,7 +53,6 @@ def test_each_variable_sets_its_field() -> None:
         gpus=(0, 2),
         warm_pool=3,
         warm_idle_s=30.5,
-        fork_ranks=True,
         sandbox_uid_base=5000000,
         sandbox_slots=8,
         sandbox_state_dir=Path("/run/x"),

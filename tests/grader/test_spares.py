@@ -1,11 +1,12 @@
-"""Spare ranks (grader.spares, grader.harness.spare): interpreters started ahead, each handed one
-rank by torch's agent. The sandboxed end-to-end proof is tests/grader/test_warm_fidelity.py; here
-the hand-over itself, outside any sandbox."""
+"""Spare ranks (grader.spares, grader.harness.spare, grader.rank_shim): interpreters started
+ahead, each handed one rank through the shim torch's agent starts. The sandboxed end-to-end proof
+is tests/grader/test_warm_fidelity.py; here the hand-over itself, outside any sandbox."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import pytest
 
 from grader import spares
 from grader.harness import TRACE_DIR_ENV, stack_name
-from grader.spares import Spare, Spares, hand_over, rank_command
+from grader.spares import Spares, SpareServer, hand_over, rank_command
 
 # A spare of the protocol only: says it is ready, then blocks until it is killed.
 WAITING = [sys.executable, "-c", "import os, socket, time\n"
@@ -67,7 +68,7 @@ def test_a_spare_becomes_the_rank_it_is_handed(tmp_path: Path, pool: list[Spares
     cwd = os.getcwd()
     try:
         os.chdir(job)
-        assert hand_over(spare, argv, env, (out.fileno(), err.fileno()))
+        assert hand_over(spare, argv, env, (0, out.fileno(), err.fileno()))
     finally:
         os.chdir(cwd)
     assert spare.proc.wait(120) == 3
@@ -133,42 +134,197 @@ def test_a_replacement_started_after_close_is_not_kept(pool: list[Spares]) -> No
     first.discard()
 
 
-def test_the_agent_is_handed_spares_for_rank_commands_only(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pool: list[Spares]
+# A spare of the protocol that runs its rank's file in plain Python (no torch, no harness): what
+# the shim and the server do is under test here, not the rank.
+PLAIN = [sys.executable, "-c", "import runpy, sys\n"
+         "from grader.spares import ready_and_receive\n"
+         "argv = ready_and_receive()\n"
+         "if argv:\n"
+         "    sys.argv = argv[4:]\n"
+         "    runpy.run_path(argv[4], run_name='__main__')"]  # fmt: skip
+
+
+@pytest.fixture
+def server(pool: list[Spares]) -> Iterator[SpareServer]:
+    s = started(pool, PLAIN, 2)
+    made = SpareServer(s)
+    yield made
+    made.close()
+
+
+def shim(
+    server_path: str, job: Path, program: str, *args: str, rank: str = "0"
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start a rank the way torch's agent does (its own session, stdout/stderr to a file), with
+    the shim as its command; (the shim's process, its output file)."""
+    (job / "main.py").write_text(textwrap.dedent(program))
+    log = job / f"rank{rank}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", spares.SHIM, server_path, *args],
+            cwd=job,
+            env={**os.environ, "RANK": rank},
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+    return proc, log
+
+
+RANK_ARGS = tuple(rank_command(sys.executable)[1:])  # -u -m grader.harness main.py
+
+
+def test_the_shim_hands_its_rank_to_a_spare_and_ends_with_its_code(
+    server: SpareServer, tmp_path: Path
 ) -> None:
-    from torch.distributed.elastic.multiprocessing.subprocess_handler import (
-        subprocess_handler as handler_module,
+    program = """
+        import json, os, sys
+        print(json.dumps({"argv": sys.argv, "rank": os.environ["RANK"], "cwd": os.getcwd(),
+                          "pid": os.getpid(), "spare": "RDV_SPARE_FD" in os.environ}))
+        sys.exit(3)
+    """
+    proc, log = shim(server.path, tmp_path, program, *RANK_ARGS, "--lr", "0.1", rank="1")
+    assert proc.wait(60) == 3
+    seen = json.loads(log.read_text())
+    assert seen["argv"] == ["main.py", "--lr", "0.1"] and seen["rank"] == "1"
+    assert seen["cwd"] == str(tmp_path) and seen["pid"] != proc.pid and not seen["spare"]
+    assert server.spares.served == 1
+
+
+def test_each_rank_writes_to_its_own_descriptors(server: SpareServer, tmp_path: Path) -> None:
+    program = """
+        import os, sys
+        print("out of", os.environ["RANK"]); print("err of", os.environ["RANK"], file=sys.stderr)
+    """
+    ranks = [shim(server.path, tmp_path, program, *RANK_ARGS, rank=str(r)) for r in (0, 1)]
+    assert [p.wait(60) for p, _ in ranks] == [0, 0]
+    for rank, (_, log) in enumerate(ranks):
+        assert sorted(log.read_text().splitlines()) == [f"err of {rank}", f"out of {rank}"]
+    assert server.spares.served == 2
+
+
+def test_the_agents_stop_signal_reaches_the_spare_and_the_shim_dies_of_it(
+    server: SpareServer, tmp_path: Path
+) -> None:
+    program = """
+        import pathlib, time
+        pathlib.Path("started").write_text("")
+        time.sleep(600)
+    """
+    proc, _ = shim(server.path, tmp_path, program, *RANK_ARGS)
+    _wait_for(tmp_path / "started")
+    os.killpg(proc.pid, signal.SIGTERM)  # what SubprocessHandler.close does
+    assert proc.wait(60) == -signal.SIGTERM
+
+
+def test_a_shim_killed_by_sigkill_takes_its_spare_with_it(
+    server: SpareServer, tmp_path: Path
+) -> None:
+    program = """
+        import os, pathlib, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pathlib.Path("started").write_text(str(os.getpid()))
+        time.sleep(600)
+    """
+    proc, _ = shim(server.path, tmp_path, program, *RANK_ARGS)
+    _wait_for(tmp_path / "started")
+    spare_pid = int((tmp_path / "started").read_text())
+    os.killpg(proc.pid, signal.SIGTERM)  # ignored by the program: the agent escalates
+    time.sleep(0.5)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(60) == -signal.SIGKILL
+    deadline = time.monotonic() + 30
+    while _alive(spare_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(spare_pid)
+
+
+def test_a_command_that_is_no_rank_or_finds_no_server_starts_cold(
+    server: SpareServer, tmp_path: Path
+) -> None:
+    code = "import os, sys; print('cold', os.getpid()); sys.exit(4)"
+    proc, log = shim(server.path, tmp_path, "", "-c", code)
+    assert proc.wait(60) == 4
+    assert log.read_text().split() == ["cold", str(proc.pid)]  # the shim's own process, exec'd
+    proc, log = shim(str(tmp_path / "no-server"), tmp_path, "", "-c", code)
+    assert proc.wait(60) == 4 and log.read_text().split() == ["cold", str(proc.pid)]
+    assert server.spares.served == 0
+
+
+@pytest.mark.slow
+def test_a_rank_with_no_spare_left_is_the_real_command_started_cold(
+    pool: list[Spares], tmp_path: Path
+) -> None:
+    empty = SpareServer(started(pool, PLAIN, 0))
+    try:
+        program = "import os, sys; print('rank', os.getpid()); sys.exit(5)"
+        (tmp_path / "trace").mkdir()
+        os.environ[TRACE_DIR_ENV] = str(tmp_path / "trace")
+        try:
+            proc, log = shim(empty.path, tmp_path, program, *RANK_ARGS)
+        finally:
+            del os.environ[TRACE_DIR_ENV]
+        assert proc.wait(120) == 5
+        assert f"rank {proc.pid}" in log.read_text()  # the harness ran it in the shim's process
+        assert (tmp_path / "trace" / stack_name(0, 0)).is_file()
+    finally:
+        empty.close()
+
+
+@pytest.mark.slow
+def test_the_agent_restarts_ranks_served_by_spares(pool: list[Spares], tmp_path: Path) -> None:
+    """torch's own agent, its entrypoint the shim: a failed attempt is stopped and restarted
+    (each attempt's ranks spares: replacements start as the first ones are taken), each rank's
+    output lands in its own log, and the agent sees each attempt's exit codes."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    s = started(pool, PLAIN, 2)
+    s.for_job(nproc=2, max_restarts=1)
+    srv = SpareServer(s)
+    (tmp_path / "main.py").write_text(
+        textwrap.dedent(
+            """
+            import os, sys
+            attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+            print("rank", os.environ["RANK"], "attempt", attempt, "pid", os.getpid())
+            sys.exit(7 if attempt == 0 and os.environ["RANK"] == "1" else 0)
+            """
+        )
     )
+    config = LaunchConfig(
+        min_nodes=1, max_nodes=1, nproc_per_node=2, run_id="shim-test",
+        rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=1,
+        monitor_interval=0.1, start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=str(tmp_path / "logs"), redirects=Std.ALL),
+    )  # fmt: skip
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        elastic_launch(config, sys.executable)(*srv.entry_args(list(RANK_ARGS)))
+    finally:
+        os.chdir(cwd)
+        srv.close()
+    assert s.served == 4  # 2 ranks x 2 attempts
+    logs = sorted((tmp_path / "logs").glob("*/attempt_*/*/stdout.log"))
+    seen = {(p.parent.parent.name, p.parent.name): p.read_text().split() for p in logs}
+    assert sorted(seen) == [("attempt_0", "0"), ("attempt_0", "1"), ("attempt_1", "0"),
+                            ("attempt_1", "1")]  # fmt: skip
+    for (attempt, rank), words in seen.items():
+        assert words[:4] == ["rank", rank, "attempt", attempt[-1]]
 
-    monkeypatch.setattr(  # restored after the test: install() patches the class
-        handler_module.SubprocessHandler, "_popen", handler_module.SubprocessHandler._popen
-    )
-    s = started(pool, WAITING, 1)
-    handed: list[tuple[list[str], dict[str, str]]] = []
 
-    def fake_hand_over(spare: Spare, argv: list[str], env: dict[str, str], fds: object) -> bool:
-        handed.append((argv, env))
-        return True
+def _wait_for(path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists()
 
-    monkeypatch.setattr(spares, "hand_over", fake_hand_over)
-    spares.install(s)
-    log = str(tmp_path / "out.log")
 
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        handler = handler_module.SubprocessHandler(
-            entrypoint=args[0], args=args[1:], env={"RANK": "0", TRACE_DIR_ENV: str(tmp_path)},
-            stdout=log, stderr=log,
-            local_rank_id=0, numa_options=None,
-        )  # fmt: skip
-        return handler.proc
-
-    other = start(sys.executable, "-c", "pass")  # not a rank: torch starts it
-    assert other.wait(60) == 0 and handed == []
-    rank = start(*rank_command(sys.executable))
-    assert len(handed) == 1 and handed[0][1]["RANK"] == "0"
-    assert rank.poll() is None and s.served == 1  # the spare's own process
-    os.killpg(rank.pid, 9)
-    rank.wait()
-    # No spare left: the next rank is started by torch.
-    late = start(sys.executable, "-u", "-m", "grader.harness", "-c")
-    assert late.wait(60) != 0 and len(handed) == 1
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -6,11 +6,9 @@ cold (RDV_WARM_POOL=0) and warm, where every rank is a spare interpreter the san
 ahead (grader.spares), and the two must agree on everything that is not drawn afresh per run;
 what is drawn per process (generator states, the str hash seed) must differ between ranks.
 
-Forked ranks (RDV_FORK_RANKS=1, opt-in) are made to look spawned (handlers, dumpable flag,
-generators) but keep the supervisor's descriptors and share one str hash seed:
-`fidelity/set_order.py` registers its layers in the order of a set of names, which DDP rejects
-when ranks spawned by torchrun disagree. Spares are fresh interpreters: they disagree as spawned
-ranks do.
+Spares are fresh interpreters, each with its own str hash seed: `fidelity/set_order.py` registers
+its layers in the order of a set of names, which DDP rejects when ranks spawned by torchrun
+disagree, and so do spares.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ import pytest
 
 from grader import warm
 from grader.contract import Job, Result
-from grader.launch.plan import FORK_ENV
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -41,12 +38,11 @@ PER_PROCESS = ("seed", "numpy", "random", "hash")
 IMPORTS = ("start", "after")
 
 
-def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: bool) -> Result:
+def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int) -> Result:
     from grader.api import grade
     from grader.exercises import load_spec
 
     monkeypatch.setenv(warm.POOL_ENV, str(pool))
-    monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
     warm.close_pool()
     spec = load_spec(EXERCISE)
     spec.launch.world_sizes = [2]
@@ -64,7 +60,7 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
         if pool:
             assert pool_before is not None and pool_before.stats.served == 1, pool_before
             assert result.launch.warm_launches == 1
-            assert result.launch.spare_ranks == (0 if fork else 2)
+            assert result.launch.spare_ranks == 2
         else:
             assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0)
         return result
@@ -88,7 +84,7 @@ def probes(result: Result) -> dict[int, dict[str, Any]]:
     return found
 
 
-def comparable(probe: dict[str, Any], *, pipes_allowed: bool = False) -> dict[str, Any]:
+def comparable(probe: dict[str, Any]) -> dict[str, Any]:
     """What must be the same in every run: per-run names normalised, per-process draws out."""
     out = {k: v for k, v in probe.items() if k not in PER_PROCESS + IMPORTS}
     out["env"] = {k: v for k, v in probe["env"].items() if k not in PER_RUN_ENV}
@@ -97,13 +93,6 @@ def comparable(probe: dict[str, Any], *, pipes_allowed: bool = False) -> dict[st
         for fd, target in probe["fds"].items()
     }
     out["fds"] = fds
-    if pipes_allowed:
-        # Forked ranks keep the supervisor's descriptors (multiprocessing's pipes among them):
-        # only the standard streams compare.
-        out["fds"] = {fd: t for fd, t in fds.items() if fd in ("0", "1", "2")}
-        # glibc's own SIGSETXID (33) handler, installed once a process has had threads: it is
-        # not a Python handler and no program sees it.
-        out["sig_caught"] = f"{int(probe['sig_caught'], 16) & ~(1 << 32):016x}"
     return out
 
 
@@ -115,8 +104,8 @@ def assert_drawn_per_process(found: dict[int, dict[str, Any]], keys: tuple[str, 
 def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cold = probes(grade_file("probe.py", monkeypatch, pool=0, fork=False))
-    hot = probes(grade_file("probe.py", monkeypatch, pool=1, fork=False))
+    cold = probes(grade_file("probe.py", monkeypatch, pool=0))
+    hot = probes(grade_file("probe.py", monkeypatch, pool=1))
     for rank in (0, 1):
         assert comparable(hot[rank]) == comparable(cold[rank])
         # At the program's first line a spare holds what a spawned rank holds, and at most what
@@ -129,33 +118,19 @@ def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
     assert_drawn_per_process(hot, PER_PROCESS)
 
 
-def test_forked_ranks_look_spawned_but_share_the_hash_seed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cold = probes(grade_file("probe.py", monkeypatch, pool=0, fork=False))
-    forked = probes(grade_file("probe.py", monkeypatch, pool=1, fork=True))
-    for rank in (0, 1):
-        ours = comparable(forked[rank], pipes_allowed=True)
-        theirs = comparable(cold[rank], pipes_allowed=True)
-        # The supervisor's modules (torch.distributed.optim...) are imported: no learner module.
-        assert ours == theirs
-    assert_drawn_per_process(forked, ("seed", "numpy", "random"))
-    assert forked[0]["hash"] == forked[1]["hash"]  # the reason ranks are spawned by default
-
-
 def test_a_set_order_bug_fails_in_a_warm_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = grade_file("set_order.py", monkeypatch, pool=1, fork=False)
+    result = grade_file("set_order.py", monkeypatch, pool=1)
     assert result.status == "fail", result.summary
     failed = {c.id for c in result.checks if c.status == "fail"}
     assert "run.completed" in failed, failed
 
 
-# Graded warm, held to the verdict and failed checks their golden suite holds the cold (forked)
-# grading to: a sample of the golden suites' cases (every case graded both ways and compared:
-# `python -m benchmarks warm_fidelity`), each where a rank's own process matters: generators (a
-# split drawn per rank, weights never broadcast), restarts (fresh spares for the second attempt)
-# and the simulated 2-node job (an agent and its spare ranks per node). Their cold twins are the
-# golden suites' own tests, so each case is graded once here, not twice.
+# Graded cold (a supervisor started for the job, its ranks spawned by torch), held to the verdict
+# and failed checks their golden suite holds the warm grading to: a sample of the golden suites'
+# cases (every case graded both ways and compared: `python -m benchmarks warm_fidelity`), each
+# where a rank's own process matters: generators (a split drawn per rank, weights never
+# broadcast), restarts (a fresh process for the second attempt) and the simulated 2-node job.
+# Their warm twins are the golden suites' own tests, so each case is graded once here, not twice.
 SAMPLE = (
     "redteam/bug_random_split_per_rank",
     "exercises/allreduce-by-hand/fail_no_broadcast",
@@ -165,35 +140,30 @@ SAMPLE = (
 
 
 @pytest.mark.parametrize("name", SAMPLE)
-def test_a_sampled_case_is_judged_warm_as_cold(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampled_case_is_judged_cold_as_warm(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.grader.golden import SUITES, assert_graded_as_expected
 
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
-    monkeypatch.setenv(FORK_ENV, "0")
-    monkeypatch.setenv(warm.POOL_ENV, "2")
-    warm.close_pool()
-    try:
-        result = assert_graded_as_expected(by_name[name])
-    finally:
-        warm.close_pool()
+    monkeypatch.setenv(warm.POOL_ENV, "0")
+    result = assert_graded_as_expected(by_name[name])
     assert result.launch is not None, result.summary
-    assert result.launch.warm_launches > 0 and result.launch.spare_ranks > 0, result.launch
+    assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0), result.launch
 
 
-@pytest.mark.parametrize("fork", [False, True])
-def test_a_simulated_two_node_job_forks_its_agents_and_ranks_only_when_asked(
-    fork: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("pool", [0, 1])
+def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
+    pool: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RDV_FORK_RANKS=1 reaches the simulated 2-node launch too: each node's agent is forked from
-    the supervisor and forks its rank, with torch and what DDP imports already imported; without
-    it every agent and rank is a new interpreter, as on two machines."""
+    """Every node's agent is its own interpreter, as on two machines, and so is every rank, the
+    agent's child: spawned by it cold, a spare it started ahead warm (what DDP imports already
+    imported)."""
     from grader.api import grade
     from grader.contract import GradeEvent
     from grader.exercises import load_spec
 
     exercise = "torchrun-launch/env-launch"
-    monkeypatch.setenv(warm.POOL_ENV, "0")
-    monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
+    monkeypatch.setenv(warm.POOL_ENV, str(pool))
+    warm.close_pool()
     spec = load_spec(exercise)
     assert spec.launch.multinode
     spec.launch.world_sizes = []  # the 2-node launch alone: one rank on each node
@@ -209,12 +179,16 @@ def test_a_simulated_two_node_job_forks_its_agents_and_ranks_only_when_asked(
         if event.kind == "output" and event.data["line"].startswith("NODE "):
             lines.append(event.data["line"][len("NODE ") :])
 
-    result = grade(job, on_event=on_event, sandbox="bwrap")
+    try:
+        result = grade(job, on_event=on_event, sandbox="bwrap")
+    finally:
+        warm.close_pool()
     assert result.launch is not None and result.launch.nnodes == 2, result.summary
+    assert result.launch.spare_ranks == 2 * pool, result.launch
     found = {probe["rank"]: probe for probe in map(json.loads, lines)}
     assert sorted(found) == [0, 1], (result.summary, [r.output[-2000:] for r in result.ranks])
     for probe in found.values():
-        assert probe["ahead"] is fork, probe
-        # The agent a rank runs under: forked from the supervisor, or its own interpreter.
+        assert probe["ahead"] is bool(pool), probe
+        # The agent a rank runs under: its node's own interpreter, never the supervisor.
         module = probe["parent"][probe["parent"].index("-m") + 1]
-        assert module == ("grader.inside.supervisor" if fork else "grader.inside.multinode"), probe
+        assert module == "grader.inside.multinode", probe

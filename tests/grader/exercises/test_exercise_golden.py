@@ -13,7 +13,7 @@ BY_NAME = {case.name: case for case in EXERCISES.cases()}
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("forked_ranks")  # tests/grader/conftest.py
+@pytest.mark.usefixtures("production_launch")  # tests/grader/conftest.py
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_golden(name: str) -> None:
     assert_graded_as_expected(BY_NAME[name])

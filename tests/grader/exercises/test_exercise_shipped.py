@@ -7,7 +7,6 @@ and test_warm_fidelity.py holds forked, spawned and warm ranks to the same view.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from grader.exercises import exercise_dir, graded_exercises
-from grader.launch.plan import FORK_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 # Every exercise with a grading block; lesson 2's first one is graded the same way by test_cli.py.
@@ -33,7 +31,6 @@ def test_cli_grades_shipped_file(exercise: str, kind: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "grader", "grade", "--exercise", exercise, str(path), "--json"],
         cwd=ROOT,
-        env={**os.environ, FORK_ENV: "1"},
         capture_output=True,
         text=True,
         timeout=900,

@@ -25,7 +25,7 @@ def test_cases_are_well_formed() -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("forked_ranks")
+@pytest.mark.usefixtures("production_launch")  # tests/grader/conftest.py
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_redteam_case(name: str) -> None:
     assert_graded_as_expected(BY_NAME[name])
