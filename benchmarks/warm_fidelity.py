@@ -3,9 +3,10 @@
     python -m benchmarks warm_fidelity [--sample=N] [--pool=K] [--only=SUBSTRING]
 
 Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: a pool of K (default 3)
-pre-started sandboxes whose ranks are spare interpreters (grader.spares); a warm grading that no
-warm sandbox served counts as a difference. For each case: the status and the failed check ids of
-both, less the ids its expected.json allows to fail either way (`may_also_fail`: a race decides).
+pre-started sandboxes whose ranks are spare interpreters (grader/inside/spares.py); a warm
+grading that no warm sandbox served counts as a difference. For each case: the status and the
+failed check ids of both, less the ids its expected.json allows to fail either way
+(`may_also_fail`: a race decides).
 Prints each difference and a summary; exit status 1 when any case differs. `--sample=N` takes
 every k-th case (N in all) for a quicker look. In `make test` the golden suites grade warm and
 tests/grader/test_warm_fidelity.py grades a sample of them cold.

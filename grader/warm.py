@@ -127,7 +127,7 @@ class WarmKey:
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
     backend: Backend = BWRAP
-    # Spare interpreters started with the supervisor (grader.spares): `ranks` per node, and for
+    # Spare interpreters started with the supervisor (inside/spares.py): `ranks` per node, and for
     # a simulated job of several `nodes` an agent per node.
     ranks: int = 0
     nodes: int = 1

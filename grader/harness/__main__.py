@@ -20,8 +20,8 @@ from pathlib import Path
 from grader.events import End, ProgramException, Start
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
 from grader.harness.tracer import Tracer
+from grader.inside.spares import SPARE_FD_ENV
 from grader.launch.wire import HarnessSettings
-from grader.spares import SPARE_FD_ENV
 
 REAL_EXIT = os._exit
 
@@ -131,7 +131,7 @@ def _watch_os_exit(tracer: Tracer) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if SPARE_FD_ENV in os.environ:  # a spare (grader.spares): wait to become a rank
+    if SPARE_FD_ENV in os.environ:  # a spare (grader.inside.spares): wait to become a rank
         from grader.harness.spare import become_rank
 
         taken = become_rank()

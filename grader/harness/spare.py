@@ -1,4 +1,4 @@
-"""The spare's side of grader.spares: import ahead, wait for a rank, become it.
+"""The spare's side of grader.inside.spares: import ahead, wait for a rank, become it.
 
 `python -m grader.harness main.py` started with RDV_SPARE_FD set is a spare. It imports what a
 rank imports before the learner's code runs (torch, through the harness's hooks), says it is ready
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from grader.spares import ready_and_receive
+from grader.inside.spares import ready_and_receive
 
 # Imported by every DDP program on its first DistributedDataParallel(...) (the constructor asks
 # torch._dynamo about compiled DDP): ~800 modules, sympy among them, seconds on a small machine.

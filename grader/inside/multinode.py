@@ -26,8 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grader.launch.wire import NodeResult, NodeSpec
-from grader.spares import (
+from grader.inside.spares import (
     READY_WAIT_S,
     SPARE_FD_ENV,
     Spares,
@@ -36,9 +35,10 @@ from grader.spares import (
     rank_command,
     ready_and_receive,
 )
+from grader.launch.wire import NodeResult, NodeSpec
 
 JOIN_TIMEOUT_S = 60
-# A node spare (grader.spares) is told how many spare ranks to start for its node.
+# A node spare (grader.inside.spares) is told how many spare ranks to start for its node.
 SPARE_RANKS_ENV = "RDV_SPARE_RANKS"
 
 
@@ -173,7 +173,7 @@ def run_node(spec: NodeSpec, server: SpareServer | None = None) -> NodeResult:
         logs_specs=_logs_specs(spec.log_dir),
     )
     args = list(spec.args)
-    if server is not None:  # each rank a spare of this node, through grader.rank_shim
+    if server is not None:  # each rank a spare of this node, through grader.inside.rank_shim
         args = server.entry_args(args)
     try:
         elastic_launch(config, sys.executable)(*args)

@@ -28,8 +28,8 @@ from typing import Any
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
+from grader.inside.spares import READY_WAIT_S, Spares, SpareServer, rank_command
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
-from grader.spares import READY_WAIT_S, Spares, SpareServer, rank_command
 
 STACK_WAIT_S = 1.5
 
@@ -129,7 +129,7 @@ class Supervisor:
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
         server = SpareServer(self.spares) if self.spares is not None else None
-        if server is not None:  # each rank a spare, through grader.rank_shim
+        if server is not None:  # each rank a spare, through grader.inside.rank_shim
             args = server.entry_args(args)
         try:
             elastic_launch(config, sys.executable)(*args)

@@ -73,6 +73,6 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
 
 
 def spares_for(launch: Launch) -> tuple[int, int]:
-    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.spares): one
+    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.inside.spares): one
     spare per rank, and for a simulated multi-node job an agent per node with its own."""
     return launch.world_size // launch.nnodes, launch.nnodes

@@ -47,7 +47,7 @@ class WarmSink:
 
 def supervisor_wait_argv(idle_s: float, spares: int = 0, nodes: int = 1) -> list[str]:
     """A warm supervisor's command: wait up to `idle_s` for a job, with `spares` spare ranks per
-    node and, for a simulated job of several `nodes`, an agent per node (grader.spares)."""
+    node and, for a simulated job of several `nodes`, an agent per node (grader.inside.spares)."""
     argv = [sys.executable, "-m", "grader.supervisor", f"--wait={idle_s:.0f}", f"--spares={spares}"]
     if nodes > 1:
         argv.append(f"--nodes={nodes}")

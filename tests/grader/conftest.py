@@ -23,7 +23,7 @@ def _suite_pool() -> Iterator[None]:
 @pytest.fixture
 def production_launch(_suite_pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Grade as production does: a warm sandbox from the pool, each rank a spare interpreter that
-    torch's agent is handed through grader.rank_shim (a rank no spare can serve starts cold, as a
+    torch's agent is handed through inside/rank_shim.py (a rank no spare can serve starts cold, as a
     spawned interpreter). The golden, red-team and exercise-golden suites grade ~200 programs
     this way. The pool lives for the test process (one per xdist worker), so the next case's
     sandbox starts while one grades; tests/conftest.py turns the pool off for every other test.

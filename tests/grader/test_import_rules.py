@@ -13,9 +13,6 @@ GRADER = ROOT / "grader"
 
 # What runs in the sandbox may import, besides its own package.
 INSIDE_MAY_IMPORT = ("grader.launch.wire", "grader.harness", "grader.events")
-# The spare ranks' module runs in the sandbox too; it moves into grader.inside once its rewrite
-# (another part of issue 30) lands. Until then the supervisor and the node agents import it.
-INSIDE_PENDING = {"grader.spares"}
 # `python -m grader.supervisor` (the name the warm sandboxes start it by) runs the inside one.
 INSIDE_ALIASES = {"grader.supervisor"}
 # The sandbox backends' factory and the backends import each other (lazily); another part of
@@ -137,7 +134,7 @@ def test_host_modules_never_import_what_runs_in_the_sandbox() -> None:
 
 
 def test_the_inside_imports_only_the_wire_the_harness_and_the_events() -> None:
-    allowed = (*INSIDE_MAY_IMPORT, *INSIDE_PENDING)
+    allowed = INSIDE_MAY_IMPORT
     found = {}
     for name, targets in graph().items():
         if not _inside(name):

@@ -27,7 +27,7 @@ PENDING = {
     "sandbox/docker.py",
     "sandbox/users.py",
     "warm.py",
-    "spares.py",
+    "inside/spares.py",
 }
 
 

@@ -1,6 +1,7 @@
-"""Spare ranks (grader.spares, grader.harness.spare, grader.rank_shim): interpreters started
-ahead, each handed one rank through the shim torch's agent starts. The sandboxed end-to-end proof
-is tests/grader/test_warm_fidelity.py; here the hand-over itself, outside any sandbox."""
+"""Spare ranks (grader/inside/spares.py, grader/harness/spare.py, grader/inside/rank_shim.py):
+interpreters started ahead, each handed one rank through the shim torch's agent starts. The
+sandboxed end-to-end proof is tests/grader/test_warm_fidelity.py; here the hand-over itself,
+outside any sandbox."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import spares
 from grader.harness import TRACE_DIR_ENV, stack_name
-from grader.spares import Spares, SpareServer, hand_over, rank_command
+from grader.inside import spares
+from grader.inside.spares import Spares, SpareServer, hand_over, rank_command
 
 # A spare of the protocol only: says it is ready, then blocks until it is killed.
 WAITING = [sys.executable, "-c", "import os, socket, time\n"
@@ -137,7 +138,7 @@ def test_a_replacement_started_after_close_is_not_kept(pool: list[Spares]) -> No
 # A spare of the protocol that runs its rank's file in plain Python (no torch, no harness): what
 # the shim and the server do is under test here, not the rank.
 PLAIN = [sys.executable, "-c", "import runpy, sys\n"
-         "from grader.spares import ready_and_receive\n"
+         "from grader.inside.spares import ready_and_receive\n"
          "argv = ready_and_receive()\n"
          "if argv:\n"
          "    sys.argv = argv[4:]\n"

@@ -3,7 +3,7 @@
 `fidelity/probe.py` prints what a rank can see of its own process (argv, __main__, environment,
 cwd, limits, descriptors, signal handlers and mask, threads, generators, hash seed...). It is graded
 cold (RDV_WARM_POOL=0) and warm, where every rank is a spare interpreter the sandbox started
-ahead (grader.spares), and the two must agree on everything that is not drawn afresh per run;
+ahead (grader.inside.spares), and the two must agree on everything that is not drawn afresh per run;
 what is drawn per process (generator states, the str hash seed) must differ between ranks.
 
 Spares are fresh interpreters, each with its own str hash seed: `fidelity/set_order.py` registers

@@ -1,4 +1,4 @@
-"""The command torch's elastic agent starts for a rank when spare ranks are waiting (grader.spares).
+"""The command torch's elastic agent starts for a rank when spare ranks wait (inside/spares.py).
 
 `python -I -S rank_shim.py SOCKET PYTHON-ARGS...` stands in for `python PYTHON-ARGS...` (the
 rank's real command, `-u -m grader.harness main.py ...`). It imports nothing but the standard

@@ -5,7 +5,7 @@ rank, started by the supervisor (the process the agent runs in) as its own sessi
 torch and the harness's hooks, tells the supervisor it is ready over a socket, and waits.
 
 The agent starts each rank as usual, through torch's own process handling, but its command is
-grader.rank_shim (`SpareServer.entry_args`): a bare interpreter that connects to this process's
+inside/rank_shim.py (`SpareServer.entry_args`): a bare interpreter that connects to this process's
 `SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1, 2
 (SCM_RIGHTS). A spare takes them over and runs the rank exactly as a spawned one does
 (grader.harness.spare); the shim, which the agent holds, relays the agent's signals to the
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.rank_shim import COLD, SERVED, STATUS
+from grader.inside.rank_shim import COLD, SERVED, STATUS
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
 
 
 def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
-    """One hand-over (hand_over's or grader.rank_shim's): the message and its 3 descriptors."""
+    """One hand-over (hand_over's or the rank shim's): the message and its 3 descriptors."""
     fds: list[int] = []
     try:
         head, fds, _flags, _addr = socket.recv_fds(sock, 8, 3)
@@ -256,7 +256,7 @@ def rank_command(python: str) -> list[str]:
 
 
 class SpareServer:
-    """Where the agent's ranks get their spares: the agent starts each rank as grader.rank_shim
+    """Where the agent's ranks get their spares: the agent starts each rank as inside/rank_shim.py
     (`entry_args`), which connects here; a spare takes the rank, and the shim waits for it, passes
     the agent's signals on and ends as it ends. A public way in (the agent's entrypoint and
     arguments), so torch's own process handling (environment, log files, restarts, stops) is
