@@ -124,11 +124,17 @@ def test_the_grader_has_no_import_cycle() -> None:
     assert not gone, f"this cycle is gone: take it off PENDING_CYCLES: {gone}"
 
 
+def _in_a_rank(name: str) -> bool:
+    """The harness runs in every rank, in the sandbox too: a spare rank (grader.harness.spare)
+    takes its rank through grader.inside.spares."""
+    return name == "grader.harness" or name.startswith("grader.harness.")
+
+
 def test_host_modules_never_import_what_runs_in_the_sandbox() -> None:
     found = {
         name: sorted(t for t in targets if _inside(t))
         for name, targets in graph().items()
-        if not _inside(name) and name not in INSIDE_ALIASES
+        if not _inside(name) and not _in_a_rank(name) and name not in INSIDE_ALIASES
     }
     assert not {k: v for k, v in found.items() if v}, found
 

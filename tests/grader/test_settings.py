@@ -27,7 +27,6 @@ PENDING = {
     "sandbox/docker.py",
     "sandbox/users.py",
     "warm.py",
-    "inside/spares.py",
 }
 
 
