@@ -9,10 +9,11 @@ one DDP gradient all-reduce per forward through a DDP model whose backward will 
 batches shadows the others' all-reduces, so their counts may differ.
 
 Every sample once per epoch: over all ranks, each epoch's training passes must hand out every
-index of the dataset. Missing samples pass only when the program asked for the drop itself
-(`DistributedSampler(drop_last=True)`, or a DataLoader or BatchSampler with `drop_last=True`);
-repeats pass up to world size - 1 per epoch, what `DistributedSampler`'s default padding adds to
-make the shards equal.
+index of the dataset, and every sample must go through a backward pass of the DDP model once per
+epoch (`Consumed`: a loop that breaks early has fetched the batch it never trained on). Missing
+samples pass only when the program asked for the drop itself (`DistributedSampler(drop_last=True)`,
+or a DataLoader or BatchSampler with `drop_last=True`); repeats pass up to world size - 1 per
+epoch, what `DistributedSampler`'s default padding adds to make the shards equal.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from grader.checks.base import (
 )
 from grader.events import (
     CollectiveCall,
+    Consumed,
     Event,
     Iteration,
     LoaderDropLast,
@@ -43,6 +45,7 @@ from grader.events import (
 from grader.i18n import Message, msg
 
 DEFAULT_MAX_TIMEOUT_S = 600.0
+MAX_CONSUMED_ROWS = 8192  # per rank, as grader.harness.hooks.ddp records them
 
 _Entry = tuple[tuple[Any, ...], Event]
 
@@ -194,6 +197,20 @@ def _training_passes(r: RankView) -> list[Iteration]:
     return sorted((e for e in r.typed(Iteration) if e.steps > 0), key=lambda e: e.id)
 
 
+def _untrained(run: RunView, epochs: int, size: int) -> int:
+    """How many times, over all epochs, a sample went through no backward pass of a DDP model on
+    any rank (0 when the samples the DDP models trained on were not recorded in full)."""
+    rows = [r.first_typed(Consumed) for r in run.ranks]
+    trained = [h for c in rows if c is not None for batch in c.batches for h in batch]
+    if not trained or any(
+        c is not None and sum(map(len, c.batches)) >= MAX_CONSUMED_ROWS for c in rows
+    ):
+        return 0
+    counts = Counter(trained)
+    never = max(0, size - len(counts)) * epochs
+    return never + sum(max(0, epochs - n) for n in counts.values())
+
+
 @check(
     "hang.every_sample",
     title="Every sample is trained on once per epoch",
@@ -264,6 +281,19 @@ def every_sample(run: RunView, params: dict[str, Any]) -> Outcome:
                 )
             )
         dropped_total += len(missing)
+    skipped_rows = _untrained(run, epochs, size)
+    if skipped_rows and not explicit:
+        return failed(
+            msg(
+                "hang.samples_skipped",
+                "The loaders handed out the samples, but over the {epochs} epochs the training "
+                "steps left out {count} of them (counted once per epoch), with no drop_last: a "
+                "loop that stops before the end of its loader drops data silently. Keep every "
+                "batch and handle the uneven end with Join, or say drop_last=True.",
+                epochs=epochs,
+                count=skipped_rows,
+            )
+        )
     if dropped_total:
         return passed(
             msg(

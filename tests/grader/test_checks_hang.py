@@ -125,3 +125,20 @@ def test_the_timeout_must_be_given_and_short() -> None:
     ok = judge("hang.pg_timeout", run(seconds=120.0))
     assert ok.status == "pass" and "a timeout of 120 s at line 12" in ok.message
     assert judge("hang.pg_timeout", run_of({0: [END]})).status == "skip"
+
+
+def test_samples_handed_out_but_never_trained_on_fail_without_drop_last() -> None:
+    def rank(indices: list[int], trained: list[list[str]], *extra: dict[str, Any]) -> list[Any]:
+        return [*extra, iteration(indices), {"kind": "consumed", "batches": trained}, END]
+
+    handed = {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
+    every = {0: [["h0", "h2"], ["h4", "h6"], ["h8"]], 1: [["h1", "h3"], ["h5", "h7"], ["h9"]]}
+    ok = run_of({r: rank(handed[r], every[r]) for r in (0, 1)})
+    assert judge("hang.every_sample", ok).status == "pass"
+    cut = {r: batches[:2] for r, batches in every.items()}  # the loop broke before the last
+    out = judge("hang.every_sample", run_of({r: rank(handed[r], cut[r]) for r in (0, 1)}))
+    assert out.status == "fail" and "the training steps left out 2 of them" in out.message
+    assert_translated("hang.every_sample", out)
+    said = {"kind": "loader_drop_last", "line": 3}
+    explicit = run_of({r: rank(handed[r], cut[r], said) for r in (0, 1)})
+    assert judge("hang.every_sample", explicit).status == "pass"
