@@ -776,8 +776,9 @@ class JoinExit(Event):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SyncedForward(Event):
-    """A forward through a DDP model whose backward pass will all-reduce the gradients (grad
-    enabled, not under no_sync()), recorded before it runs; at most MAX_SYNCED per rank."""
+    """A forward through a DDP model set to all-reduce in its backward pass (grad enabled, not
+    under no_sync()), recorded when a backward pass reaches its outputs, before DDP's all-reduce
+    runs (a forward no backward follows is not recorded); at most MAX_SYNCED per rank."""
 
     KIND = "synced_forward"
     n: int = 0  # 1-based count of the rank's synced forwards

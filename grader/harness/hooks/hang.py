@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils import _pytree as pytree
 from torch.utils.data import DataLoader
 
 from grader.events import JoinEnter, JoinExit, LoaderDropLast, PgTimeout, SyncedForward
@@ -26,6 +27,22 @@ MAX_SYNCED = 4000
 
 def _trainable_numel(model: Any) -> int:
     return sum(int(p.numel()) for p in model.parameters() if p.requires_grad)
+
+
+def _on_backward(out: Any, fire: Any) -> None:
+    """Call fire() once, when a backward pass first reaches any of the forward's outputs (before
+    DDP's all-reduce of that backward runs): a forward that no backward follows (an evaluation
+    with gradients on) all-reduces nothing."""
+    done = {"fired": False}
+
+    def hook(grad: Any) -> None:
+        if not done["fired"]:
+            done["fired"] = True
+            fire()
+
+    for leaf in pytree.tree_leaves(out):
+        if isinstance(leaf, torch.Tensor) and leaf.requires_grad:
+            leaf.register_hook(hook)
 
 
 def install(tracer: Tracer) -> None:
@@ -70,28 +87,30 @@ def install(tracer: Tracer) -> None:
 
     def make_forward(original: Any) -> Any:
         def forward(self: Any, *inputs: Any, **kwargs: Any) -> Any:
-            if (
-                torch.is_grad_enabled()
-                and getattr(self, "require_backward_grad_sync", False)
-                and synced["n"] < MAX_SYNCED
-            ):
-                synced["n"] += 1
-                key = id(self)
-                if key not in numels:
-                    try:
-                        numels[key] = _trainable_numel(self.module)
-                    except Exception as exc:
-                        tracer.fail("hang.numel", exc)
-                        numels[key] = 0
-                tracer.record(
-                    SyncedForward(
-                        n=synced["n"],
-                        line=tracer.where(),
-                        numel=numels[key],
-                        in_join=any(key in ids for ids in joined),
+            if not (torch.is_grad_enabled() and getattr(self, "require_backward_grad_sync", False)):
+                return original(self, *inputs, **kwargs)
+            key, line = id(self), tracer.where()
+            in_join = any(key in ids for ids in joined)
+            if key not in numels:
+                try:
+                    numels[key] = _trainable_numel(self.module)
+                except Exception as exc:
+                    tracer.fail("hang.numel", exc)
+                    numels[key] = 0
+
+            def backward_reached() -> None:
+                if synced["n"] < MAX_SYNCED:
+                    synced["n"] += 1
+                    tracer.record(
+                        SyncedForward(n=synced["n"], line=line, numel=numels[key], in_join=in_join)
                     )
-                )
-            return original(self, *inputs, **kwargs)
+
+            out = original(self, *inputs, **kwargs)
+            try:
+                _on_backward(out, backward_reached)
+            except Exception as exc:
+                tracer.fail("hang.synced_forward", exc)
+            return out
 
         return forward
 
