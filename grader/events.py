@@ -186,6 +186,9 @@ class CollectiveCall(Event):
     dtype: str | None = None  # "float32", ...; "-" when the argument was no tensor
     redop: str | None = None  # reduce operation of all_reduce / reduce: "SUM", "AVG", ...
     src: int | None = None  # source rank of broadcast / broadcast_object_list
+    # Called by the learner's file itself, not by torch code it called (Join's and DDP's own
+    # collectives are recorded with the learner's line too, but are not the learner's calls).
+    direct: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -739,3 +742,54 @@ class ZeroStateDict(Event):
     listed: int = 0
     stated: int = 0
     error: str | None = None
+
+
+# --- find-the-hang (issue 25): the timeout asked for, Join, DDP's gradient all-reduces, drop_last
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PgTimeout(Event):
+    """The `timeout` the program itself gave `init_process_group` (before the grader's cap)."""
+
+    KIND = "pg_timeout"
+    line: int | None = None
+    seconds: float | None = None  # None: no timeout passed (torch's default: 30 min on gloo)
+    given: str | None = None  # what was passed when it was no timedelta (its type name)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JoinEnter(Event):
+    """A `Join` context manager was entered: the classes of its joinables."""
+
+    KIND = "join_enter"
+    line: int | None = None
+    joinables: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JoinExit(Event):
+    """A `Join` context manager was left (every rank had run out of inputs)."""
+
+    KIND = "join_exit"
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SyncedForward(Event):
+    """A forward through a DDP model set to all-reduce in its backward pass (grad enabled, not
+    under no_sync()), recorded when a backward pass reaches its outputs, before DDP's all-reduce
+    runs (a forward no backward follows is not recorded); at most MAX_SYNCED per rank."""
+
+    KIND = "synced_forward"
+    n: int = 0  # 1-based count of the rank's synced forwards
+    line: int | None = None
+    numel: int = 0  # elements of the DDP model's parameters that need a gradient
+    in_join: bool = False  # inside a Join that lists this DDP model
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderDropLast(Event):
+    """A DataLoader was built with drop_last=True (the program asked to drop a short batch)."""
+
+    KIND = "loader_drop_last"
+    line: int | None = None

@@ -26,6 +26,7 @@ CONTRACT_EXERCISES = {
     "syncbn-sharded-state/zero-checkpoint",
     "torchrun-launch/env-launch",
     "torchrun-launch/elastic-resume",
+    "torchrun-launch/find-the-hang",
 }
 
 

@@ -9,6 +9,8 @@ across ranks.
 from __future__ import annotations
 
 import datetime
+import os
+import sys
 from typing import Any
 
 import torch
@@ -50,6 +52,16 @@ COLLECTIVES = (
 # sequences; gather_object and scatter_object_list show there through the collectives they call).
 UNRECORDED = frozenset({"monitored_barrier", "gather_object", "scatter_object_list"})
 MAX_CALL_EVENTS = 4000
+_HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _called_directly(learner_file: str | None) -> bool:
+    """Whether the caller of a collective wrapper (other hooks' wrappers skipped) is the learner's
+    file, rather than torch code the learner called (Join, DDP, ZeroRedundancyOptimizer)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(_HARNESS_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and frame.f_code.co_filename == learner_file
 
 
 def _numel(value: Any) -> int:
@@ -76,7 +88,14 @@ def _as_int(value: Any) -> int | None:
 
 
 def call_record(
-    name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, i: int, line: int, step: int
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    i: int,
+    line: int,
+    step: int,
+    direct: bool = True,
 ) -> CollectiveCall:
     """What one call of collective `name` sends: the values every rank must agree on."""
     first = args[0] if args else next(iter(kwargs.values()), None)
@@ -92,7 +111,15 @@ def call_record(
         out = args[0] if args else kwargs.get("tensor_list", kwargs.get("output_tensor"))
         numel = _numel(out)
     return CollectiveCall(
-        i=i, line=line, step=step, op=name, numel=numel, dtype=_dtype(first), redop=redop, src=src
+        i=i,
+        line=line,
+        step=step,
+        op=name,
+        numel=numel,
+        dtype=_dtype(first),
+        redop=redop,
+        src=src,
+        direct=direct,
     )
 
 
@@ -146,16 +173,18 @@ def install(tracer: Tracer) -> None:
 
         return destroy_process_group
 
-    def record(name: str, line: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def record(
+        name: str, line: int, args: tuple[Any, ...], kwargs: dict[str, Any], direct: bool
+    ) -> None:
         calls["n"] += 1
         if calls["n"] > MAX_CALL_EVENTS:
             return
         i, step = calls["n"], tracer.steps
         try:
-            call = call_record(name, args, kwargs, i=i, line=line, step=step)
+            call = call_record(name, args, kwargs, i=i, line=line, step=step, direct=direct)
         except Exception as exc:
             tracer.fail("collective_call", exc)
-            call = CollectiveCall(i=i, line=line, step=step, op=name)
+            call = CollectiveCall(i=i, line=line, step=step, op=name, direct=direct)
         tracer.record(call)
 
     def make_collective(name: str) -> Any:
@@ -163,7 +192,7 @@ def install(tracer: Tracer) -> None:
             def collective(*args: Any, **kwargs: Any) -> Any:
                 line = tracer.where()
                 if line is not None and name not in UNRECORDED:
-                    record(name, line, args, kwargs)
+                    record(name, line, args, kwargs, _called_directly(tracer.learner_file))
                 if name in ("barrier", "monitored_barrier"):
                     tracer.record(BarrierEnter(line=line))
                 out = original(*args, **kwargs)

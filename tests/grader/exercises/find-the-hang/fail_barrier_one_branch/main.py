@@ -1,0 +1,54 @@
+"""Bug: rank 0 saves a checkpoint each epoch and calls the barrier inside its `if`: the other ranks never reach it."""
+
+import argparse
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+
+def make_dataset(n):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 8, generator=g)
+    y = (x.sum(dim=1) > 0).long()
+    return TensorDataset(x, y)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=49)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo", timeout=timedelta(minutes=2))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    data = make_dataset(args.samples)
+    # DistributedSampler pads the shards to equal length with repeated samples.
+    sampler = DistributedSampler(data, shuffle=True, seed=0)
+    loader = DataLoader(data, batch_size=4, sampler=sampler)
+    model = DDP(nn.Linear(8, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        correct = torch.zeros(1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            logits = model(x)
+            F.cross_entropy(logits, y).backward()
+            optimizer.step()
+            correct += (logits.argmax(dim=1) == y).sum()
+        dist.all_reduce(correct)
+        if rank == 0:
+            torch.save(model.module.state_dict(), "checkpoint.pt")
+            dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
