@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from grader import warm
 from grader.contract import Result
 from grader.launcher import FORK_ENV
+from grader.sandbox.pool import Pool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,16 +45,15 @@ def main(argv: list[str]) -> int:
         cases = cases[::step]
     differ: list[str] = []
     started = time.monotonic()
+    pool = Pool(int(size))
     for i, case in enumerate(cases, 1):
         allowed = set(case.expected.may_also_fail)
         os.environ[FORK_ENV] = "0"
-        # The pool lives on through the cold grading (it does not refill during one), so the
+        # The pool lives on through the cold grading (no pool given: all launches cold), so the
         # warm grading of the same exercise finds its sandboxes ready.
-        os.environ[warm.POOL_ENV] = "0"
         cold = verdict(grade_case(case), allowed)
         os.environ[FORK_ENV] = fork
-        os.environ[warm.POOL_ENV] = size
-        result = grade_case(case)
+        result = grade_case(case, pool)
         hot = verdict(result, allowed)
         launch = result.launch
         served = f"{launch.warm_launches} warm, {launch.spare_ranks} spare ranks" if launch else "-"
@@ -68,7 +67,7 @@ def main(argv: list[str]) -> int:
             f"(load {os.getloadavg()[0]:.1f})",
             flush=True,
         )
-    warm.close_pool()
+    pool.close()
     print(
         f"{len(cases)} cases graded cold and warm (ranks {'forked' if fork == '1' else 'spares'}"
         f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"

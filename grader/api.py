@@ -10,12 +10,12 @@ path: docs/architecture.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
 from collections.abc import Callable
 
-from grader import warm
 from grader.checks.base import Outcome, RankView, RunView, get_check
 from grader.checks.sampler import sampler_artifact
 from grader.contract import (
@@ -39,7 +39,9 @@ from grader.i18n import (
     msg,
 )
 from grader.launcher import Launch, plan_launches, prewarm_for, run_launch
-from grader.sandbox.base import SandboxUnavailable, get_sandbox
+from grader.sandbox.base import SandboxUnavailable
+from grader.sandbox.choose import get_sandbox
+from grader.sandbox.pool import Pool
 from grader.stages import (
     in_launch,
     launch_event,
@@ -53,13 +55,21 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[GradeEvent], None]
 
 
-def grade(job: Job, *, on_event: EventSink | None = None, sandbox: str | None = None) -> Result:
-    """Grade one submission. Never raises for learner faults; platform faults give "error"."""
+def grade(
+    job: Job,
+    *,
+    on_event: EventSink | None = None,
+    sandbox: str | None = None,
+    pool: Pool | None = None,
+) -> Result:
+    """Grade one submission. Never raises for learner faults; platform faults give "error".
+    With a `pool` (grader.sandbox.pool, owned by the caller) launches take prepared sandboxes;
+    without one every launch starts cold."""
     started = time.monotonic()
     emit = _safe(on_event)
     try:
-        with warm.grading():
-            result = _grade(job, emit, sandbox, started)
+        with pool.grading() if pool is not None else contextlib.nullcontext():
+            result = _grade(job, emit, sandbox, started, pool)
     except Exception as exc:
         log.exception("grading %s failed", job.submission_id)
         result = Result.platform_error(
@@ -82,7 +92,9 @@ def _safe(on_event: EventSink | None) -> EventSink:
     return emit
 
 
-def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) -> Result:
+def _grade(
+    job: Job, emit: EventSink, sandbox_name: str | None, started: float, pool: Pool | None
+) -> Result:
     emit(GradeEvent(kind="status", data={"status": "starting"}))
     unknown = [c for c in job.spec.checks if get_check(c) is None]
     if unknown:
@@ -103,7 +115,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
     launches = plan_launches(job.spec)
-    prewarm_for(job.spec, sandbox)
+    prewarm_for(job.spec, sandbox, pool)
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
@@ -111,7 +123,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
-            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1))
+            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), pool)
         except SandboxUnavailable as exc:
             return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
@@ -327,19 +339,18 @@ def _rank_result(r: RankView) -> RankResult:
     )
 
 
-def prewarm_exercise(spec: ExerciseSpec, sandbox: str | None = None) -> None:
-    """Ready this process's warm pool for a grading of `spec` that is likely to come (a learner
-    is editing it). Returns at once; RDV_WARM_POOL=0: nothing."""
-    prewarm_for(spec, get_sandbox(sandbox))
+def hint_exercise(spec: ExerciseSpec, pool: Pool, sandbox: str | None = None) -> None:
+    """A grading of `spec` is likely next (a learner opened or is editing it): `pool` prepares
+    its launches, in order, in place of what the last grading left. Returns at once."""
+    prewarm_for(spec, get_sandbox(sandbox), pool)
 
 
-def prewarm(sandbox: str | None = None) -> None:
-    """Start the warm pool of this process (bwrap and docker; RDV_WARM_POOL=0: nothing), so the
-    first submission finds a sandbox ready. Returns at once: the pool starts them in the
-    background."""
+def prewarm(pool: Pool, sandbox: str | None = None) -> None:
+    """Start filling `pool` (bwrap and docker) before any submission, so the first finds a
+    sandbox ready. Returns at once: the pool starts them in the background."""
     from grader.contract import LaunchSpec
 
     # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan (or the
     # first exercise a learner opens) replaces this one.
     spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
-    prewarm_exercise(spec, sandbox)
+    hint_exercise(spec, pool, sandbox)

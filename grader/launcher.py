@@ -26,8 +26,9 @@ from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
+from grader.sandbox.pool import Pool
+from grader.sandbox.pool_plan import LATE_ENV, warm_backend
 from grader.supervisor import FRAME
-from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,6 @@ def fork_ranks() -> bool:
     share the supervisor's str hash seed (PYTHONHASHSEED), so set iteration order is the same on
     every rank, which a spawned rank's is not (tests/grader/test_warm_fidelity.py)."""
     return os.environ.get(FORK_ENV) == "1"
-
-
-def warm_pool_enabled() -> bool:
-    """Launches in bwrap or docker take a pre-started sandbox from the warm pool (grader.warm)
-    unless $RDV_WARM_POOL=0."""
-    return pool_size() > 0
 
 
 def available_gpus() -> list[int]:
@@ -152,7 +147,9 @@ def run_launch(
     launch: Launch,
     sandbox: Sandbox,
     emit: Callable[[GradeEvent], None],
+    pool: Pool | None = None,
 ) -> tuple[RunView, SandboxOutcome | None]:
+    """One launch: in a prepared sandbox of `pool` when it has one, else cold."""
     spec = job.spec
     root = os.environ.get(JOBS_DIR_ENV)
     if root:
@@ -181,7 +178,7 @@ def run_launch(
             },
         }
         env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
-        backend = warm_backend(sandbox) if warm_pool_enabled() else None
+        backend = warm_backend(sandbox) if pool is not None else None
         if backend is not None:
             # A warm supervisor was started before this job: it takes these from the config.
             config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
@@ -218,8 +215,8 @@ def run_launch(
 
         report_path = job_dir / f".rdv-report-{nonce}.json"
         outcome = (
-            run_warm(request, config_name, on_output, backend, spares_for(launch))
-            if backend
+            pool.run(request, config_name, on_output, backend, spares_for(launch))
+            if pool is not None and backend
             else None
         )
         view = _view(job, launch, outcome, report_path, noise) if outcome else None
@@ -331,12 +328,12 @@ def spares_for(launch: Launch) -> tuple[int, int]:
     return per_node, launch.nnodes
 
 
-def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
-    """Warm sandboxes of `sandbox` (bwrap or docker; default bwrap) for every launch of `spec`,
+def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox, pool: Pool | None) -> None:
+    """Warm sandboxes of `sandbox` (bwrap or docker) in `pool` for every launch of `spec`,
     in order: a worker at start-up, and each grading as it begins (the pool then readies the next
     launches while one runs)."""
-    backend = warm_backend(sandbox) if sandbox is not None else BWRAP
-    if backend is None or not warm_pool_enabled():
+    backend = warm_backend(sandbox)
+    if backend is None or pool is None:
         return
     plan = []
     for launch in plan_launches(spec):
@@ -345,4 +342,4 @@ def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
             workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
         )
         plan.append((req, spares_for(launch)))
-    prewarm(plan, backend)
+    pool.prewarm(plan, backend)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from grader import warm
 from grader.launcher import FORK_ENV
 from grader.sandbox.base import get_sandbox
+from grader.sandbox.pool import Pool
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("forked_ranks")]
@@ -73,11 +73,7 @@ def test_warm_launches_give_the_same_verdict(
     """Warm launches (the production default: a pre-started sandbox, each rank a spare
     interpreter) judge like the cold, forked ones the golden suite runs with."""
     monkeypatch.setenv(FORK_ENV, "0")
-    monkeypatch.setenv(warm.POOL_ENV, "2")
-    warm.close_pool()
-    try:
-        result = assert_graded_as_expected(BY_NAME[name])
-    finally:
-        warm.close_pool()
+    with Pool(2) as pool:
+        result = assert_graded_as_expected(BY_NAME[name], pool)
     assert result.launch is not None and result.launch.warm_launches > 0
     assert result.launch.spare_ranks > 0

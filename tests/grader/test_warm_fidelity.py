@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from grader import warm
 from grader.contract import Job, Result
 from grader.launcher import FORK_ENV
+from grader.sandbox.pool import Pool
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -45,9 +45,7 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
     from grader.api import grade
     from grader.exercises import load_spec
 
-    monkeypatch.setenv(warm.POOL_ENV, str(pool))
     monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
-    warm.close_pool()
     spec = load_spec(EXERCISE)
     spec.launch.world_sizes = [2]
     # The probe prints every module it holds: room for them.
@@ -57,19 +55,20 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int, fork: b
     job = Job(
         exercise=EXERCISE, code=(HERE / name).read_text(), spec=spec, submission_id="fidelity"
     )
-    pool_before = warm.get_pool()
+    owned = Pool(pool) if pool else None
     try:
-        result = grade(job, sandbox="bwrap")
+        result = grade(job, sandbox="bwrap", pool=owned)
         assert result.launch is not None, result.summary
-        if pool:
-            assert pool_before is not None and pool_before.stats.served == 1, pool_before
+        if owned is not None:
+            assert owned.stats.served == 1, owned.stats
             assert result.launch.warm_launches == 1
             assert result.launch.spare_ranks == (0 if fork else 2)
         else:
             assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0)
         return result
     finally:
-        warm.close_pool()
+        if owned is not None:
+            owned.close()
 
 
 def probes(result: Result) -> dict[int, dict[str, Any]]:
@@ -170,12 +169,8 @@ def test_a_sampled_case_is_judged_warm_as_cold(name: str, monkeypatch: pytest.Mo
 
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
     monkeypatch.setenv(FORK_ENV, "0")
-    monkeypatch.setenv(warm.POOL_ENV, "2")
-    warm.close_pool()
-    try:
-        result = assert_graded_as_expected(by_name[name])
-    finally:
-        warm.close_pool()
+    with Pool(2) as pool:
+        result = assert_graded_as_expected(by_name[name], pool)
     assert result.launch is not None, result.summary
     assert result.launch.warm_launches > 0 and result.launch.spare_ranks > 0, result.launch
 
@@ -192,7 +187,6 @@ def test_a_simulated_two_node_job_forks_its_agents_and_ranks_only_when_asked(
     from grader.exercises import load_spec
 
     exercise = "torchrun-launch/env-launch"
-    monkeypatch.setenv(warm.POOL_ENV, "0")
     monkeypatch.setenv(FORK_ENV, "1" if fork else "0")
     spec = load_spec(exercise)
     assert spec.launch.multinode
