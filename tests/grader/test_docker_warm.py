@@ -265,3 +265,16 @@ def test_what_a_killed_worker_leaves_is_removed_by_its_keeper(
     assert all(c.removed for c in engine.containers.created)
     assert all(v.removed for v in engine.volumes.by_name.values())
     box.closed = True  # its owner is "dead": nothing more of it runs here
+
+
+def test_a_cold_launch_is_the_same_box_started_with_its_work_dir(tmp_path: Path) -> None:
+    """`DockerSandbox.run` = the box of `prepare`, its work dir copied in before the container
+    starts: the launch runs, its files come back, and nothing of it is left in the engine."""
+    engine = FakeEngine()
+    outcome = backend(engine).run(launch(tmp_path))
+    assert outcome.exit_code == 0 and not outcome.warm and "rank 0 says hello" in outcome.output
+    assert (tmp_path / ".rdv-report-n1.json").is_file()  # what the launch wrote came back
+    [sandbox] = engine.sandboxes()
+    assert sandbox.took_job and LABEL_ROLE not in sandbox.labels  # not a prepared one
+    assert all(c.removed for c in engine.containers.created)
+    assert all(v.removed for v in engine.volumes.by_name.values())
