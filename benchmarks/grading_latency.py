@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import warm
-from grader.api import grade, prewarm_exercise
+from grader.api import grade, hint_exercise
 from grader.contract import Job
 from grader.exercises import load_spec
+from grader.sandbox.pool import Pool, open_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "lessons" / "02-ddp-fundamentals" / "exercises" / "train" / "solution.py"
@@ -53,28 +53,28 @@ def bare_torchrun(code: str, world_size: int) -> float:
 
 
 def graded(
-    code: str, sandbox: str | None, one_launch: bool = False
+    code: str, sandbox: str | None, pool: Pool | None, one_launch: bool = False
 ) -> tuple[float, str, dict[str, int]]:
     spec = load_spec(EXERCISE)
     if one_launch:  # only the first world size: the cost of one graded launch
         spec.launch.world_sizes = spec.launch.world_sizes[:1]
     job = Job(exercise=EXERCISE, code=code, spec=spec, submission_id="bench")
     # As a learner's submission finds it: the pool readied for this exercise while they typed
-    # (the server's draft routes do it, app.submissions.backends.LocalBackend.expect).
-    prewarm_exercise(spec, sandbox)
-    settle()
+    # (the server's draft routes do it, app.submissions.backends.LocalBackend.hint_exercise).
+    if pool is not None:
+        hint_exercise(spec, pool, sandbox)
+    settle(pool)
     start = time.monotonic()
-    result = grade(job, sandbox=sandbox)
+    result = grade(job, sandbox=sandbox, pool=pool)
     elapsed = time.monotonic() - start
     if result.status != "pass":
         raise RuntimeError(f"the solution did not pass: {result.summary} {result.error or ''}")
     return elapsed, result.launch.sandbox if result.launch else "?", result.timings_ms.model_dump()
 
 
-def settle() -> None:
+def settle(pool: Pool | None) -> None:
     """Wait until the warm pool (if any) holds its plan ready and idle, so that neither a timed
     grading nor the bare torchrun shares the cores with sandboxes starting."""
-    pool = warm.get_pool()
     if pool is not None and pool.plan and not pool.wait_idle_ready(300):
         print("  (the warm pool was not ready after 300 s)", flush=True)
 
@@ -88,12 +88,13 @@ def main(argv: list[str]) -> int:
     bare: list[float] = []
     spawned: list[float] = []
     single: list[float] = []
+    pool = open_pool()  # RDV_WARM_POOL (0: every grading cold)
     for i in range(repeat):
-        settle()
+        settle(pool)
         bare.append(bare_torchrun(code, world_size))
-        seconds, used, timings = graded(code, sandbox)
+        seconds, used, timings = graded(code, sandbox, pool)
         spawned.append(seconds)
-        single.append(graded(code, sandbox, one_launch=True)[0])
+        single.append(graded(code, sandbox, pool, one_launch=True)[0])
         print(
             f"  run {i + 1}: bare torchrun {bare[-1]:.2f} s | graded ({used}) {seconds:.2f} s "
             f"[launch {timings['run'] / 1000:.2f} s, checks {timings['checks']} ms] | "
@@ -105,10 +106,12 @@ def main(argv: list[str]) -> int:
     sizes = load_spec(EXERCISE).launch.world_sizes
     print(
         f"grading latency, lesson-2 solution, {world_size} ranks, n={repeat}, warm pool "
-        f"{warm.pool_size()} (ready before each grading), load average "
+        f"{pool.size if pool else 0} (ready before each grading), load average "
         f"{os.getloadavg()[0]:.1f}:\n"
         f"  bare torchrun          {b:6.2f} s  1.00x\n"
         f"  graded, world sizes {sizes} (ranks spawned) {s:6.2f} s  {s / b:.2f}x\n"
         f"  graded, one launch of {world_size} ranks (spawned) {one:6.2f} s  {one / b:.2f}x"
     )
+    if pool is not None:
+        pool.close()
     return 0

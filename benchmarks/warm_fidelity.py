@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from grader import warm
 from grader.contract import Result
+from grader.sandbox.pool import Pool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,14 +44,13 @@ def main(argv: list[str]) -> int:
         cases = cases[::step]
     differ: list[str] = []
     started = time.monotonic()
+    pool = Pool(int(size))
     for i, case in enumerate(cases, 1):
         allowed = set(case.expected.may_also_fail)
-        # The pool lives on through the cold grading (it does not refill during one), so the
+        # The pool lives on through the cold grading (no pool given: all launches cold), so the
         # warm grading of the same exercise finds its sandboxes ready.
-        os.environ[warm.POOL_ENV] = "0"
         cold = verdict(grade_case(case), allowed)
-        os.environ[warm.POOL_ENV] = size
-        result = grade_case(case)
+        result = grade_case(case, pool)
         hot = verdict(result, allowed)
         launch = result.launch
         served = f"{launch.warm_launches} warm, {launch.spare_ranks} spare ranks" if launch else "-"
@@ -65,7 +64,7 @@ def main(argv: list[str]) -> int:
             f"(load {os.getloadavg()[0]:.1f})",
             flush=True,
         )
-    warm.close_pool()
+    pool.close()
     print(
         f"{len(cases)} cases graded cold and warm (ranks spares"
         f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"

@@ -20,11 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.grading_latency import bare_torchrun
-from grader import warm
 from grader.api import grade
 from grader.contract import Job, Result
 from grader.exercises import exercise_dir, graded_exercises, load_spec
 from grader.launch.host import prewarm_for
+from grader.sandbox import pool_plan
+from grader.sandbox.bwrap import BwrapSandbox
+from grader.sandbox.pool import Pool
 
 LESSON2 = "ddp-fundamentals/train"
 
@@ -39,20 +41,21 @@ def solution(exercise: str) -> str | None:
     return path.read_text() if path and path.is_file() else None
 
 
-def graded(exercise: str, code: str, tag: str) -> tuple[float, Result]:
+def graded(exercise: str, code: str, tag: str, pool: Pool | None) -> tuple[float, Result]:
     job = Job(exercise=exercise, code=code, spec=load_spec(exercise), submission_id=tag)
     start = time.monotonic()
-    result = grade(job, sandbox="bwrap")
+    result = grade(job, sandbox="bwrap", pool=pool)
     return time.monotonic() - start, result
 
 
-def set_pool(size: int) -> warm.WarmPool | None:
-    warm.close_pool()
-    os.environ[warm.POOL_ENV] = str(size)
-    return warm.get_pool()
+def set_pool(old: Pool | None, size: int) -> Pool | None:
+    """Close the pool the last figure used; a fresh one of `size` (0: none, every launch cold)."""
+    if old is not None:
+        old.close()
+    return Pool(size) if size > 0 else None
 
 
-def wait_ready(pool: warm.WarmPool | None, count: int, timeout_s: float = 180) -> None:
+def wait_ready(pool: Pool | None, count: int, timeout_s: float = 180) -> None:
     deadline = time.monotonic() + timeout_s
     while pool is not None and time.monotonic() < deadline:
         if pool.counts()["ready"] >= count:
@@ -60,14 +63,14 @@ def wait_ready(pool: warm.WarmPool | None, count: int, timeout_s: float = 180) -
         time.sleep(0.2)
 
 
-def idle_memory_mib(pool: warm.WarmPool | None) -> float:
+def idle_memory_mib(pool: Pool | None) -> float:
     if pool is None:
         return 0.0
     total = 0
     with pool.cond:
         sandboxes = [s for _k, s in pool.idle]
     for sandbox in sandboxes:
-        cgroup = sandbox.cgroup
+        cgroup = getattr(sandbox, "cgroup", None)
         if cgroup is None:
             continue
         for name in ("memory.current", "memory.usage_in_bytes"):
@@ -85,25 +88,26 @@ def main(argv: list[str]) -> int:
     wanted = opts.get("exercises", "all")
     exercises = [e for e in graded_exercises() if wanted == "all" or e in wanted.split(",")]
     cores = os.cpu_count() or 1
-    size = warm.default_size()
+    size = pool_plan.default_size()
     base_code = solution(LESSON2)
     assert base_code is not None
     bare = [bare_torchrun(base_code, 2) for _ in range(repeat)]
     b = statistics.median(bare)
     print(f"bare torchrun, lesson-2 solution, 2 ranks: {b:.2f} s  1.00x  ({load()})", flush=True)
     print(f"pool size {size} (default for {cores} cores)")
+    pool: Pool | None = None
     for exercise in exercises:
         code = solution(exercise)
         if code is None:
             continue
-        set_pool(0)
-        cold = [graded(exercise, code, "cold") for _ in range(repeat)]
+        pool = set_pool(pool, 0)
+        cold = [graded(exercise, code, "cold", None) for _ in range(repeat)]
         cold_s = statistics.median(s for s, _ in cold)
         cold_load = load()
-        pool = set_pool(size)
-        prewarm_for(load_spec(exercise))
+        pool = set_pool(pool, size)
+        prewarm_for(load_spec(exercise), BwrapSandbox(), pool)
         wait_ready(pool, 1)
-        hot = [graded(exercise, code, "warm") for _ in range(repeat)]
+        hot = [graded(exercise, code, "warm", pool) for _ in range(repeat)]
         hot_s = statistics.median(s for s, _ in hot)
         hot_load = load()
         statuses = {r.status for _s, r in cold + hot}
@@ -114,18 +118,20 @@ def main(argv: list[str]) -> int:
             f"{sorted(statuses)}, {served} launches served warm",
             flush=True,
         )
-    pool = set_pool(size)
-    prewarm_for(load_spec(LESSON2))
+    pool = set_pool(pool, size)
+    prewarm_for(load_spec(LESSON2), BwrapSandbox(), pool)
     wait_ready(pool, size)
     time.sleep(2)
     print(f"idle pool: {size} sandboxes, {idle_memory_mib(pool):.0f} MiB ({load()})", flush=True)
     if queued <= 0:
-        warm.close_pool()
+        set_pool(pool, 0)
         return 0
-    single = statistics.median(graded(LESSON2, base_code, "single")[0] for _ in range(repeat))
+    single = statistics.median(graded(LESSON2, base_code, "single", pool)[0] for _ in range(repeat))
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=cores) as workers:
-        results = list(workers.map(lambda i: graded(LESSON2, base_code, f"q{i}"), range(queued)))
+        results = list(
+            workers.map(lambda i: graded(LESSON2, base_code, f"q{i}", pool), range(queued))
+        )
     total = time.monotonic() - start
     passed = sum(r.status == "pass" for _s, r in results)
     ideal = queued * single / cores
@@ -135,5 +141,5 @@ def main(argv: list[str]) -> int:
         f" {passed}/{queued} graded pass, {len(results)} results ({load()})",
         flush=True,
     )
-    warm.close_pool()
+    set_pool(pool, 0)
     return 0

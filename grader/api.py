@@ -1,6 +1,6 @@
 """The grader's entry point: `grade(job) -> Result`, plan -> run -> judge (the app calls it, and
-`prewarm`/`prewarm_exercise`; it also imports `grader.contract`, `grader.i18n` and
-`grader.queue_protocol`).
+`prewarm`/`hint_exercise` with the pool it owns; it also imports `grader.contract`,
+`grader.i18n` and `grader.queue_protocol`).
 
 Plan: the launches of `launch.plan.plan_launches`. Run: each in order, in a fresh sandbox and job
 dir (`launch.host.run_launch`); a program that cannot run to the end at one world size
@@ -11,12 +11,13 @@ any launch ends the grading as a platform `error`. The whole path: docs/architec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
 from collections.abc import Callable
 
-from grader import judge, warm
+from grader import judge
 from grader.checks.base import RunView, get_check
 from grader.contract import ExerciseSpec, GradeEvent, Job, Result, Timings
 from grader.i18n import msg
@@ -24,7 +25,9 @@ from grader.judge import JudgedRun
 from grader.launch.faults import place_faults
 from grader.launch.host import prewarm_for, run_launch
 from grader.launch.plan import plan_launches
-from grader.sandbox.base import SandboxUnavailable, get_sandbox
+from grader.sandbox.base import SandboxUnavailable
+from grader.sandbox.choose import get_sandbox
+from grader.sandbox.pool import Pool
 from grader.stages import launch_event, tag_launch
 
 log = logging.getLogger(__name__)
@@ -32,13 +35,21 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[GradeEvent], None]
 
 
-def grade(job: Job, *, on_event: EventSink | None = None, sandbox: str | None = None) -> Result:
-    """Grade one submission. Never raises for learner faults; platform faults give "error"."""
+def grade(
+    job: Job,
+    *,
+    on_event: EventSink | None = None,
+    sandbox: str | None = None,
+    pool: Pool | None = None,
+) -> Result:
+    """Grade one submission. Never raises for learner faults; platform faults give "error".
+    With a `pool` (grader.sandbox.pool, owned by the caller) launches take prepared sandboxes;
+    without one every launch starts cold."""
     started = time.monotonic()
     emit = _safe(on_event)
     try:
-        with warm.grading():
-            result = _grade(job, emit, sandbox, started)
+        with pool.grading() if pool is not None else contextlib.nullcontext():
+            result = _grade(job, emit, sandbox, started, pool)
     except Exception as exc:
         log.exception("grading %s failed", job.submission_id)
         result = Result.platform_error(
@@ -61,7 +72,9 @@ def _safe(on_event: EventSink | None) -> EventSink:
     return emit
 
 
-def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) -> Result:
+def _grade(
+    job: Job, emit: EventSink, sandbox_name: str | None, started: float, pool: Pool | None
+) -> Result:
     emit(GradeEvent(kind="status", data={"status": "starting"}))
     unknown = [c for c in job.spec.checks if get_check(c) is None]
     if unknown:
@@ -83,7 +96,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     views: list[RunView] = []
     # Plan.
     launches = plan_launches(job.spec)
-    prewarm_for(job.spec, sandbox)  # the warm pool readies this grading's launches
+    prewarm_for(job.spec, sandbox, pool)  # the warm pool readies this grading's launches
     # Run, each launch judged as it ends.
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
@@ -92,7 +105,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
-            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1))
+            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), pool)
         except SandboxUnavailable as exc:
             return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
@@ -133,19 +146,18 @@ def _no_sandbox(exc: Exception) -> str:
     return msg("platform.no_sandbox", "the sandbox is not available: {error}", error=str(exc))
 
 
-def prewarm_exercise(spec: ExerciseSpec, sandbox: str | None = None) -> None:
-    """Ready this process's warm pool for a grading of `spec` that is likely to come (a learner
-    is editing it). Returns at once; RDV_WARM_POOL=0: nothing."""
-    prewarm_for(spec, get_sandbox(sandbox))
+def hint_exercise(spec: ExerciseSpec, pool: Pool, sandbox: str | None = None) -> None:
+    """A grading of `spec` is likely next (a learner opened or is editing it): `pool` prepares
+    its launches, in order, in place of what the last grading left. Returns at once."""
+    prewarm_for(spec, get_sandbox(sandbox), pool)
 
 
-def prewarm(sandbox: str | None = None) -> None:
-    """Start the warm pool of this process (bwrap and docker; RDV_WARM_POOL=0: nothing), so the
-    first submission finds a sandbox ready. Returns at once: the pool starts them in the
-    background."""
+def prewarm(pool: Pool, sandbox: str | None = None) -> None:
+    """Start filling `pool` (bwrap and docker) before any submission, so the first finds a
+    sandbox ready. Returns at once: the pool starts them in the background."""
     from grader.contract import LaunchSpec
 
     # Most gradings launch 2 ranks first, and many 1 next: the first submission's plan (or the
     # first exercise a learner opens) replaces this one.
     spec = ExerciseSpec(checks=["run.completed"], launch=LaunchSpec(world_sizes=[2, 1]))
-    prewarm_exercise(spec, sandbox)
+    hint_exercise(spec, pool, sandbox)

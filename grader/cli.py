@@ -95,8 +95,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[rank {event.rank}] {event.data.get('line', '')}", file=sys.stderr, flush=True)
 
     from grader.api import grade
+    from grader.sandbox.pool import open_pool
 
-    result = grade(job, on_event=on_event, sandbox=args.sandbox)
+    # The pool prepares the grading's next launches while one runs; closed with the command.
+    pool = open_pool()
+    try:
+        result = grade(job, on_event=on_event, sandbox=args.sandbox, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     if args.locale != "en":
         shown = localize_result(result.model_dump(mode="json"), args.locale, spec.hints)
         result = Result.model_validate(shown)

@@ -144,7 +144,7 @@ class LaunchInfo(BaseModel):
     device: str
     sandbox: str
     # Of this grading's launches: how many ran in a pre-started (warm) sandbox, and how many of
-    # their ranks a pre-imported interpreter served (grader.warm, grader.inside.spares).
+    # their ranks a pre-imported interpreter served (grader.sandbox.pool, grader.inside.spares).
     warm_launches: int = 0
     spare_ranks: int = 0
 

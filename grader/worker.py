@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -30,6 +31,7 @@ from grader import heartbeat
 from grader import queue_protocol as protocol
 from grader.contract import GradeEvent, Job, Result
 from grader.i18n import msg
+from grader.sandbox.pool import Pool, open_pool
 from grader.settings import configure, load, parse_gpus, settings
 
 log = logging.getLogger("grader.worker")
@@ -38,11 +40,15 @@ GradeFn = Callable[..., Result]
 
 
 def _default_grade(
-    job: Job, *, on_event: Callable[[GradeEvent], None], sandbox: str | None
+    job: Job,
+    *,
+    on_event: Callable[[GradeEvent], None],
+    sandbox: str | None,
+    pool: Pool | None = None,
 ) -> Result:
     from grader.api import grade
 
-    return grade(job, on_event=on_event, sandbox=sandbox)
+    return grade(job, on_event=on_event, sandbox=sandbox, pool=pool)
 
 
 class EventForwarder:
@@ -224,6 +230,10 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
     dsn = args.dsn.replace("postgresql+psycopg://", "postgresql://", 1)
     if args.gpus is not None:
         configure(gpus=parse_gpus(args.gpus))  # the launcher hands these to each sandbox
+    # The worker owns its warm pool: closed when it stops (nothing of it outlives the worker).
+    pool = open_pool() if grade is _default_grade else None
+    if pool is not None:
+        grade = functools.partial(_default_grade, pool=pool)
     app = build_app(
         dsn,
         queue=args.queue,
@@ -237,10 +247,10 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         beating = asyncio.create_task(beat_forever(heartbeat.heartbeat_path(), args.heartbeat))
         await protocol.ensure_schema(dsn)
         await asyncio.to_thread(reap_sandboxes, args.sandbox, starting=True)
-        if grade is _default_grade:
+        if pool is not None:
             from grader.api import prewarm
 
-            prewarm(args.sandbox)  # warm sandboxes start while the worker connects
+            prewarm(pool, args.sandbox)  # warm sandboxes start while the worker connects
         async with app.open_async():
             await app.run_worker_async(
                 queues=[args.queue],
@@ -253,7 +263,11 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         beating.cancel()
 
     log.info("grader worker on queue %s", args.queue)
-    asyncio.run(run())
+    try:
+        asyncio.run(run())
+    finally:
+        if pool is not None:
+            pool.close()
     return 0
 
 

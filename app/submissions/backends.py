@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -26,6 +26,9 @@ from app.submissions.events import Batch, EventBuffer
 from app.submissions.exercises import SpecLookup, spec_from_content
 from app.submissions.models import Submission
 from grader.contract import GradeEvent, Job, Result
+
+if TYPE_CHECKING:
+    from grader.sandbox.pool import Pool
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +47,6 @@ class GradingBackend(Protocol):
     def wake(self) -> None:
         """A new submission was committed: look for work now rather than at the next poll."""
 
-    def expect(self, exercise: str) -> None:
-        """A learner opened or is editing this exercise: a submission of it may come soon."""
-
     def stop(self) -> None:
         """Stop taking work; a job still running is picked up again by the next start."""
 
@@ -55,14 +55,18 @@ class GradingBackend(Protocol):
         the code they carry. How many were removed."""
 
 
-def real_grade(job: Job, *, on_event: Callable[[GradeEvent], None] | None = None) -> Result:
+def real_grade(
+    job: Job, *, on_event: Callable[[GradeEvent], None] | None = None, pool: Pool | None = None
+) -> Result:
     from grader.api import grade
 
-    return grade(job, on_event=on_event)
+    return grade(job, on_event=on_event, pool=pool)
 
 
 class LocalBackend:
-    """Runs the grader in this process, at most `concurrency` jobs at once, jobs kept in the DB."""
+    """Runs the grader in this process, at most `concurrency` jobs at once, jobs kept in the DB.
+    With the real grader it owns the grader's warm pool (grader.sandbox.pool): opened by
+    `start`, closed by `stop`, so no prepared sandbox outlives the server."""
 
     name = "local"
 
@@ -91,13 +95,17 @@ class LocalBackend:
         self._active_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
+        self._grader_pool: Pool | None = None
 
     def start(self) -> None:
         self._stopping.clear()
-        if self._grade is real_grade:
+        if self._grade is real_grade and self._grader_pool is None:
             from grader.api import prewarm
+            from grader.sandbox.pool import open_pool
 
-            prewarm()  # the grader's warm sandboxes start now, not at the first submission
+            self._grader_pool = open_pool()
+            if self._grader_pool is not None:
+                prewarm(self._grader_pool)  # sandboxes start now, not at the first submission
         self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="grading")
         self._thread = threading.Thread(target=self._dispatch_loop, name="grading-dispatch")
         self._thread.daemon = True
@@ -106,19 +114,18 @@ class LocalBackend:
     def wake(self) -> None:
         self._wakeup.set()
 
-    def expect(self, exercise: str) -> None:
-        """Warm sandboxes for this exercise's launches (world sizes, reference and faulted runs,
-        the 2-node job) in this process's pool, so its verdict does not wait for the ones the
-        last grading of another exercise left. Returns at once; the pool starts them behind."""
-        if self._grade is not real_grade:
+    def hint_exercise(self, exercise: str) -> None:
+        """A learner opened or is editing this exercise: the grader's pool prepares its launches
+        (world sizes, reference and faulted runs, the 2-node job), so its verdict does not wait
+        for the ones the last grading of another exercise left. Returns at once."""
+        pool = self._grader_pool
+        spec = self._spec_for(exercise) if pool is not None else None
+        if pool is None or spec is None:
             return
-        spec = self._spec_for(exercise)
-        if spec is None:
-            return
-        from grader.api import prewarm_exercise
+        from grader.api import hint_exercise
 
         try:
-            prewarm_exercise(spec)
+            hint_exercise(spec, pool)
         except Exception:  # a hint: the learner's draft is saved whatever the pool does
             log.exception("could not ready the warm pool for %s", exercise)
 
@@ -129,6 +136,9 @@ class LocalBackend:
             self._thread.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._grader_pool is not None:
+            self._grader_pool.close()  # its prepared sandboxes go with the server
+            self._grader_pool = None
 
     def withdraw(self, job_ids: list[int]) -> int:
         """Nothing to do: this backend reads each job's code from its row when it claims it, and
@@ -226,7 +236,10 @@ class LocalBackend:
 
         buffer = EventBuffer(write)
         try:
-            result = self._grade(job, on_event=buffer.on_grade_event)
+            if self._grader_pool is not None:
+                result = self._grade(job, on_event=buffer.on_grade_event, pool=self._grader_pool)
+            else:
+                result = self._grade(job, on_event=buffer.on_grade_event)
         finally:
             buffer.close()
         with self._uow() as session:

@@ -138,9 +138,6 @@ class ProcrastinateBackend:
         if self._loop is not None and self._wakeup is not None:
             self._loop.call_soon_threadsafe(self._wakeup.set)
 
-    def expect(self, exercise: str) -> None:
-        """Nothing here: grader workers on other machines warm their pools for what they grade."""
-
     def withdraw(self, job_ids: list[int]) -> int:
         """A deleted account's jobs, through procrastinate's own cancel: one no worker has taken
         yet (`todo`) is deleted, and its arguments, the learner's code, with it; one a worker

@@ -18,7 +18,7 @@ from app.db import SessionDep, unit_of_work
 from app.errors import ErrorBody, ValidationErrorBody
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
-from app.submissions.backends import GradingBackend
+from app.submissions.backends import GradingBackend, LocalBackend
 from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.rendering import (
@@ -85,11 +85,12 @@ def _wake_after_commit(request: Request, session: Session) -> None:
         event.listen(session, "after_commit", lambda _session: backend.wake(), once=True)
 
 
-def _expect(request: Request, exercise: str) -> None:
-    """The learner has this exercise open: the backend may get ready to grade it."""
+def _hint_grader(request: Request, exercise: str) -> None:
+    """The learner has this exercise open: a grader in this process (the local backend) prepares
+    its launches; queue workers learn their plan from the gradings they run."""
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
-    if backend is not None:
-        backend.expect(exercise)
+    if isinstance(backend, LocalBackend):
+        backend.hint_exercise(exercise)
 
 
 def _public(session: Session, submission: Submission, locale: str) -> SubmissionPublic:
@@ -251,7 +252,7 @@ def read_draft(
     ] = "error",
 ) -> DraftPublic | Response:
     """The learner's saved, unsubmitted code for an exercise (the editor asks when it opens)."""
-    _expect(request, exercise)
+    _hint_grader(request, exercise)
     draft = service.get_draft(session, user_id=learner.id, exercise=exercise)
     if draft is None:
         if missing == "empty":
@@ -281,7 +282,7 @@ def save_draft(
         code=body.code,
         base_updated_at=body.base_updated_at,
     )
-    _expect(request, exercise)
+    _hint_grader(request, exercise)
     return DraftPublic.model_validate(draft)
 
 

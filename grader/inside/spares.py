@@ -251,7 +251,7 @@ def ready_and_receive() -> list[str] | None:
 
 
 def rank_command(python: str) -> list[str]:
-    """The command torch's agent runs for a rank (grader.supervisor), and a spare's own."""
+    """The command torch's agent runs for a rank (grader.inside.supervisor), and a spare's own."""
     return [python, "-u", "-m", "grader.harness", "main.py"]
 
 

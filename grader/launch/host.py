@@ -29,8 +29,9 @@ from grader.launch.wire import (
     SupervisorConfig,
 )
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
+from grader.sandbox.pool import Pool
+from grader.sandbox.pool_plan import LATE_ENV, warm_backend
 from grader.settings import settings
-from grader.warm import BWRAP, LATE_ENV, pool_size, prewarm, run_warm, warm_backend
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,6 @@ WARM_RERUN_LOG = (
     "running it again cold: %s"
 )
 KILLED_EXIT = 128 + 9  # SIGKILL
-
-
-def warm_pool_enabled() -> bool:
-    """Launches in bwrap or docker take a pre-started sandbox from the warm pool (grader.warm)
-    unless $RDV_WARM_POOL=0."""
-    return pool_size() > 0
 
 
 def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
@@ -83,7 +78,9 @@ def run_launch(
     launch: Launch,
     sandbox: Sandbox,
     emit: Callable[[GradeEvent], None],
+    pool: Pool | None = None,
 ) -> tuple[RunView, SandboxOutcome | None]:
+    """One launch: in a prepared sandbox of `pool` when it has one, else cold."""
     spec = job.spec
     root = settings().jobs_dir
     if root is not None:
@@ -94,7 +91,7 @@ def run_launch(
         nonce = secrets.token_hex(16)
         config_name = f".rdv-config-{secrets.token_hex(8)}.json"
         env = _env(job_dir, sandbox.name, launch, spec.launch.max_restarts)
-        backend = warm_backend(sandbox) if warm_pool_enabled() else None
+        backend = warm_backend(sandbox) if pool is not None else None
         config = SupervisorConfig(
             nonce=nonce,
             world_size=launch.world_size,
@@ -143,8 +140,8 @@ def run_launch(
 
         report_path = job_dir / f".rdv-report-{nonce}.json"
         outcome = (
-            run_warm(request, config_name, on_output, backend, spares_for(launch))
-            if backend
+            pool.run(request, config_name, on_output, backend, spares_for(launch))
+            if pool is not None and backend
             else None
         )
         view = _view(job, launch, outcome, report_path, noise) if outcome else None
@@ -248,12 +245,12 @@ def _view(
     return view
 
 
-def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
-    """Warm sandboxes of `sandbox` (bwrap or docker; default bwrap) for every launch of `spec`,
+def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox, pool: Pool | None) -> None:
+    """Warm sandboxes of `sandbox` (bwrap or docker) in `pool` for every launch of `spec`,
     in order: a worker at start-up, and each grading as it begins (the pool then readies the next
     launches while one runs)."""
-    backend = warm_backend(sandbox) if sandbox is not None else BWRAP
-    if backend is None or not warm_pool_enabled():
+    backend = warm_backend(sandbox)
+    if backend is None or pool is None:
         return
     plan = []
     for launch in plan_launches(spec):
@@ -262,4 +259,4 @@ def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox | None = None) -> None:
             workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
         )
         plan.append((req, spares_for(launch)))
-    prewarm(plan, backend)
+    pool.prewarm(plan, backend)

@@ -5,7 +5,10 @@
 In its own process (so the grader never needs `preexec_fn`), in this order: join the job's
 cgroups (while still privileged); with "reveal", enter a private mount namespace and expose the
 given paths where the sandbox uid can reach them (see below); set the rlimits; drop to the
-sandbox uid/gid with no supplementary groups; exec the command with exactly the given environment.
+sandbox uid/gid with no supplementary groups; with "parent", die with that process (the
+parent-death signal is set after the uid change, which clears it, and the parent checked after,
+so an owner that died before this point is noticed too: bwrap's own --die-with-parent comes only
+once it runs); exec the command with exactly the given environment.
 
 Any failure before the exec is written to "status_fd" (where bwrap later writes its JSON status)
 and ends the wrapper with status 125.
@@ -33,6 +36,8 @@ _RLIMITS = {
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
 MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -117,6 +122,11 @@ def enter(spec: dict) -> None:
         os.setresuid(uid, uid, uid)
         if os.geteuid() != uid or os.getuid() != uid or os.getegid() != gid:
             raise SystemExit("rdv-sandbox: could not drop privileges")
+    parent = spec.get("parent")
+    if parent is not None:
+        _check(_libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl")
+        if os.getppid() != parent:
+            raise SystemExit("rdv-sandbox: its owner is gone")
     os.execve(spec["argv"][0], spec["argv"], spec.get("env", {}))
 
 

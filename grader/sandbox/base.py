@@ -21,7 +21,6 @@ job at `SandboxRequest.kill_after_s`, by default `limits.wall_seconds + HARD_KIL
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,10 @@ HARD_KILL_GRACE_S = 10.0
 COMBINED_OUTPUT_FACTOR = 8
 # Where the work dir appears inside the isolating backends.
 WORKDIR_INSIDE = "/work"
+# What the command sees of its host in the isolating backends (bwrap, docker).
+HOSTNAME = "rdv-sandbox"
+HOME = "/home/sandbox"
+DEFAULT_ENV = {"HOME": HOME, "TMPDIR": "/tmp", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -85,30 +88,56 @@ class SandboxOutcome:
 OutputCallback = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class Preparation:
+    """What a prepared sandbox is started with, before any job is known: the limits, devices and
+    environment a launch fixes when its sandbox starts, and the supervisor it waits in (`spares`
+    spare ranks per node; an agent per node when `nodes` > 1; grader.spares)."""
+
+    limits: Limits
+    gpus: tuple[int, ...]
+    env: tuple[tuple[str, str], ...]
+    idle_s: float  # the supervisor gives up (and the sandbox ends) after this long unassigned
+    spares: int = 0
+    nodes: int = 1
+
+
+class Prepared(Protocol):
+    """A sandbox started ahead of its launch (`Sandbox.prepare`), single use: it serves one
+    launch (`run`) and is destroyed. grader.sandbox.prepared has the readiness and output parts
+    every backend shares."""
+
+    def alive(self) -> bool: ...
+    def ready(self) -> bool: ...
+    def wait_ready(self, timeout_s: float) -> bool: ...
+    def expires_in(self) -> float: ...
+    @property
+    def ident(self) -> str: ...
+    def before_output(self) -> list[bytes]: ...
+    def run(
+        self, req: SandboxRequest, config_name: str, on_output: OutputCallback | None = None
+    ) -> SandboxOutcome | None:
+        """Serve `req` (its work dir holds main.py and the supervisor's config `config_name`);
+        None: the sandbox never took it (nothing of the learner's ran): run it cold instead."""
+        ...
+
+    def destroy(self) -> None:
+        """Never used, or done: nothing of it survives (processes, cgroup, work dir, volume)."""
+        ...
+
+
 class Sandbox(Protocol):
+    """A backend. One life cycle: `prepare` starts a sandbox and its supervisor waiting for a
+    launch (the warm pool holds these, grader.sandbox.pool); `run` is a cold launch, the same
+    sandbox started with the launch's own command and work dir."""
+
     name: str
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
         """Run req.argv to completion (or the hard wall clock); nothing is left running after."""
         ...
 
-
-DEFAULT_SANDBOX_ENV = "RDV_SANDBOX"
-
-
-def get_sandbox(name: str | None = None) -> Sandbox:
-    """The backend called `name` ("bwrap", "docker", "none"); default: $RDV_SANDBOX or "bwrap"."""
-    name = name or os.environ.get(DEFAULT_SANDBOX_ENV) or "bwrap"
-    if name == "none":
-        from grader.sandbox.nosandbox import NoSandbox
-
-        return NoSandbox()
-    if name == "bwrap":
-        from grader.sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox()
-    if name == "docker":
-        from grader.sandbox.docker import DockerSandbox
-
-        return DockerSandbox()
-    raise ValueError(f"unknown sandbox {name!r}; choose bwrap, docker or none")
+    def prepare(self, prep: Preparation) -> Prepared:
+        """Start a sandbox for a launch not known yet (returns at once; it says when it is
+        ready). SandboxUnavailable when it cannot start; "none" cannot prepare (ValueError)."""
+        ...

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import logging
 
-from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
+from grader.sandbox.base import (
+    OutputCallback,
+    Preparation,
+    Prepared,
+    SandboxOutcome,
+    SandboxRequest,
+)
 from grader.sandbox.limits import rlimits_for
 from grader.sandbox.process import kill_process_group, run_supervised, wrapper_argv
 
@@ -17,6 +23,11 @@ log = logging.getLogger(__name__)
 
 class NoSandbox:
     name = "none"
+
+    def prepare(self, prep: Preparation) -> Prepared:
+        """Nothing to prepare: without isolation there is no start-up a pool could save
+        beyond the interpreter's, and no warm pool serves this backend."""
+        raise ValueError("the none sandbox is not prepared ahead; its launches start cold")
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
         spec = {

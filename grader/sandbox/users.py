@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.sandbox.base import SandboxUnavailable
+from grader.settings import settings
 
-UID_BASE = int(os.environ.get("RDV_SANDBOX_UID_BASE", "3900000"))
-SLOTS = int(os.environ.get("RDV_SANDBOX_SLOTS", "256"))
-STATE_DIR = Path(os.environ.get("RDV_SANDBOX_STATE_DIR", "/run/rdv-sandbox"))
+
+def state_dir() -> Path:
+    """Where the uid slots' locks and the stage mounts live (RDV_SANDBOX_STATE_DIR)."""
+    return settings().sandbox_state_dir
 
 
 @dataclass
@@ -54,10 +56,11 @@ def secure_dir(path: Path, mode: int) -> Path:
 def acquire_user() -> SandboxUser:
     if os.geteuid() != 0:
         return SandboxUser(uid=os.getuid(), gid=os.getgid(), switch=False)
-    slots = secure_dir(secure_dir(STATE_DIR, 0o711) / "slots", 0o700)
-    first = random.randrange(SLOTS)
-    for i in range(SLOTS):
-        slot = (first + i) % SLOTS
+    count = settings().sandbox_slots
+    slots = secure_dir(secure_dir(state_dir(), 0o711) / "slots", 0o700)
+    first = random.randrange(count)
+    for i in range(count):
+        slot = (first + i) % count
         fd = os.open(
             slots / f"{slot}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
         )
@@ -69,14 +72,14 @@ def acquire_user() -> SandboxUser:
         except BaseException:
             os.close(fd)
             raise
-        uid = UID_BASE + slot
+        uid = settings().sandbox_uid_base + slot
         return SandboxUser(uid=uid, gid=uid, switch=True, slot=slot, _lock_fd=fd)
-    raise SandboxUnavailable(f"all {SLOTS} sandbox uids are busy; raise RDV_SANDBOX_SLOTS")
+    raise SandboxUnavailable(f"all {count} sandbox uids are busy; raise RDV_SANDBOX_SLOTS")
 
 
 def try_acquire_slot(slot: int) -> SandboxUser | None:
     """Hold uid slot `slot` (root only), or None when another job holds it."""
-    slots = secure_dir(secure_dir(STATE_DIR, 0o711) / "slots", 0o700)
+    slots = secure_dir(secure_dir(state_dir(), 0o711) / "slots", 0o700)
     flags = os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(slots / f"{slot}.lock", flags, 0o600)
     try:
@@ -87,7 +90,7 @@ def try_acquire_slot(slot: int) -> SandboxUser | None:
     except BaseException:
         os.close(fd)
         raise
-    uid = UID_BASE + slot
+    uid = settings().sandbox_uid_base + slot
     return SandboxUser(uid=uid, gid=uid, switch=True, slot=slot, _lock_fd=fd)
 
 

@@ -17,7 +17,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from grader.sandbox.users import STATE_DIR, SandboxUser, secure_dir, try_acquire_slot
+from grader.sandbox.users import SandboxUser, secure_dir, state_dir, try_acquire_slot
 
 log = logging.getLogger(__name__)
 MS_NOSUID, MS_NODEV = 2, 4
@@ -171,7 +171,7 @@ class StagedWorkdir:
                 "RLIMIT_FSIZE caps each file"
             )
             return self
-        stages = secure_dir(STATE_DIR / "work", 0o711)
+        stages = secure_dir(state_dir() / "work", 0o711)
         sweep_stale_stages(stages, self.user.slot)
         stage = stages / f"slot-{self.user.slot}"
         self._clear(stage)  # left over by a grader that died mid-job

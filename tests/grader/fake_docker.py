@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from grader.sandbox.warm_output import READY_LINE
+from grader.sandbox.prepared import READY_LINE
 
 _ids = itertools.count(1)
 
@@ -160,6 +160,9 @@ class _Volumes:
         self.by_name[volume.name] = volume
         return volume
 
+    def get(self, name: str) -> FakeVolume:
+        return self.by_name[name]
+
 
 class _Containers:
     def __init__(self, engine: FakeEngine) -> None:
@@ -170,6 +173,9 @@ class _Containers:
         container = FakeContainer(self.engine, kwargs)
         self.created.append(container)
         return container
+
+    def get(self, ident: str) -> FakeContainer:
+        return next(c for c in self.created if c.id == ident)
 
 
 class FakeEngine:

@@ -23,6 +23,7 @@ from grader.checks.base import all_checks
 from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import graded_exercises, load_spec
 from grader.i18n import catalog
+from grader.sandbox.pool import Pool
 
 HERE = Path(__file__).parent
 # Faster failure on hangs than the lesson's own limits; the wall clock still covers torch start-up.
@@ -156,14 +157,14 @@ EXERCISES = Suite(
 SUITES = (CASES, REDTEAM, EXERCISES)
 
 
-def grade_case(case: Case) -> Result:
+def grade_case(case: Case, pool: Pool | None = None) -> Result:
     job = Job(
         exercise=case.suite.exercise_of(case),
         code=(case.folder / "main.py").read_text(),
         spec=case.suite.spec_for(case),
         submission_id=f"golden-{case.suite.root.name}-{case.name.replace('/', '-')}",
     )
-    return grade(job, sandbox=case.suite.sandbox_name())
+    return grade(job, sandbox=case.suite.sandbox_name(), pool=pool)
 
 
 def report(result: Result) -> str:
@@ -224,9 +225,10 @@ def untranslated(result: Result, prefixes: tuple[str, ...] = TRANSLATED_CHECKS) 
     return found
 
 
-def assert_graded_as_expected(case: Case) -> Result:
-    """Grade the case and fail the test with every difference and the whole report."""
-    result = grade_case(case)
+def assert_graded_as_expected(case: Case, pool: Pool | None = None) -> Result:
+    """Grade the case (in `pool`'s prepared sandboxes when given) and fail the test with every
+    difference and the whole report."""
+    result = grade_case(case, pool)
     found = problems(case, result)
     assert not found, f"{case.name}: {found}\n{report(result)}"
     return result

@@ -7,7 +7,6 @@ Each one must be contained and still yield a Result with status "fail" (the lear
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import textwrap
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from grader.contract import Job, Result
+from grader.sandbox.pool import Pool
 from tests.grader import hostile_programs as programs
 from tests.grader.sandbox_helpers import processes_with, token
 
@@ -32,26 +32,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def warm_pool() -> Iterator[None]:
-    """Every hostile program here runs in a warm sandbox (the pool is off by default on small
-    machines): containment must hold there as in a cold one."""
-    from grader import warm
+def warm_pool() -> Iterator[Pool]:
+    """Every hostile program here runs in a warm sandbox: containment must hold there as in a
+    cold one."""
+    global POOL
+    with Pool(1) as POOL:
+        yield POOL
+    POOL = None
 
-    before = os.environ.get(warm.POOL_ENV)
-    os.environ[warm.POOL_ENV] = "1"
-    warm.close_pool()
-    yield
-    warm.close_pool()
-    if before is None:
-        os.environ.pop(warm.POOL_ENV, None)
-    else:
-        os.environ[warm.POOL_ENV] = before
+
+POOL: Pool | None = None
 
 
 def grade_hostile(code: str, **limits: Any) -> Result:
     from grader.api import grade
     from grader.exercises import load_spec
-    from grader.warm import get_pool
 
     spec = load_spec(EXERCISE)
     # Generous: the ranks must get to the hostile code even on a busy machine.
@@ -62,9 +57,9 @@ def grade_hostile(code: str, **limits: Any) -> Result:
         spec=spec,
         submission_id=f"hostile-{uuid.uuid4().hex[:8]}",
     )
-    pool = get_pool()
+    pool = POOL
     served = pool.stats.served if pool else 0
-    result = grade(job, sandbox="bwrap")
+    result = grade(job, sandbox="bwrap", pool=pool)
     assert pool is not None and pool.stats.served > served, "not served by a warm sandbox"
     return result
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from grader.sandbox.base import get_sandbox
+from grader.sandbox.choose import get_sandbox
+from grader.sandbox.pool import Pool
 from tests.grader.golden import CASES, Case, assert_graded_as_expected, report
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.slow, pytest.mark.usefixtures("production_launch")]
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 BY_NAME = {case.name: case for case in CASES.cases()}
 
 
@@ -25,8 +26,8 @@ def golden_sandbox() -> str:
     return name
 
 
-def check_case(case: Case, sandbox: str) -> None:
-    result = assert_graded_as_expected(case)
+def check_case(case: Case, sandbox: str, pool: Pool) -> None:
+    result = assert_graded_as_expected(case, pool)
     assert result.launch is not None and result.launch.sandbox == sandbox, report(result)
     for c in result.checks:
         if c.status == "fail":
@@ -37,8 +38,8 @@ def check_case(case: Case, sandbox: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_golden_case(name: str, golden_sandbox: str) -> None:
-    check_case(BY_NAME[name], golden_sandbox)
+def test_golden_case(name: str, golden_sandbox: str, production_launch: Pool) -> None:
+    check_case(BY_NAME[name], golden_sandbox, production_launch)
 
 
 def test_cases_cover_every_check_and_style() -> None:
@@ -65,9 +66,11 @@ WARM_CASES = ["ok_base_script", "bug_allreduce_on_top_of_ddp", "bug_crash_on_ran
 
 
 @pytest.mark.parametrize("name", WARM_CASES)
-def test_the_suite_grades_the_production_way(name: str, golden_sandbox: str) -> None:
+def test_the_suite_grades_the_production_way(
+    name: str, golden_sandbox: str, production_launch: Pool
+) -> None:
     """The suite's cases grade as production does (production_launch): in a warm sandbox from
     the pool, each rank a spare interpreter."""
-    result = assert_graded_as_expected(BY_NAME[name])
+    result = assert_graded_as_expected(BY_NAME[name], production_launch)
     assert result.launch is not None and result.launch.warm_launches > 0
     assert result.launch.spare_ranks > 0

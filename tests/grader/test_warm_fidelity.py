@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from grader import warm
 from grader.contract import Job, Result
+from grader.sandbox.pool import Pool
 
 pytestmark = [
     pytest.mark.sandbox,
@@ -42,8 +42,6 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int) -> Resu
     from grader.api import grade
     from grader.exercises import load_spec
 
-    monkeypatch.setenv(warm.POOL_ENV, str(pool))
-    warm.close_pool()
     spec = load_spec(EXERCISE)
     spec.launch.world_sizes = [2]
     # The probe prints every module it holds: room for them.
@@ -53,19 +51,20 @@ def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int) -> Resu
     job = Job(
         exercise=EXERCISE, code=(HERE / name).read_text(), spec=spec, submission_id="fidelity"
     )
-    pool_before = warm.get_pool()
+    owned = Pool(pool) if pool else None
     try:
-        result = grade(job, sandbox="bwrap")
+        result = grade(job, sandbox="bwrap", pool=owned)
         assert result.launch is not None, result.summary
-        if pool:
-            assert pool_before is not None and pool_before.stats.served == 1, pool_before
+        if owned is not None:
+            assert owned.stats.served == 1, owned.stats
             assert result.launch.warm_launches == 1
             assert result.launch.spare_ranks == 2
         else:
             assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0)
         return result
     finally:
-        warm.close_pool()
+        if owned is not None:
+            owned.close()
 
 
 def probes(result: Result) -> dict[int, dict[str, Any]]:
@@ -144,8 +143,7 @@ def test_a_sampled_case_is_judged_cold_as_warm(name: str, monkeypatch: pytest.Mo
     from tests.grader.golden import SUITES, assert_graded_as_expected
 
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
-    monkeypatch.setenv(warm.POOL_ENV, "0")
-    result = assert_graded_as_expected(by_name[name])
+    result = assert_graded_as_expected(by_name[name])  # no pool: every launch cold
     assert result.launch is not None, result.summary
     assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0), result.launch
 
@@ -162,8 +160,6 @@ def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
     from grader.exercises import load_spec
 
     exercise = "torchrun-launch/env-launch"
-    monkeypatch.setenv(warm.POOL_ENV, str(pool))
-    warm.close_pool()
     spec = load_spec(exercise)
     assert spec.launch.multinode
     spec.launch.world_sizes = []  # the 2-node launch alone: one rank on each node
@@ -179,10 +175,12 @@ def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
         if event.kind == "output" and event.data["line"].startswith("NODE "):
             lines.append(event.data["line"][len("NODE ") :])
 
+    owned = Pool(pool) if pool else None
     try:
-        result = grade(job, on_event=on_event, sandbox="bwrap")
+        result = grade(job, on_event=on_event, sandbox="bwrap", pool=owned)
     finally:
-        warm.close_pool()
+        if owned is not None:
+            owned.close()
     assert result.launch is not None and result.launch.nnodes == 2, result.summary
     assert result.launch.spare_ranks == 2 * pool, result.launch
     found = {probe["rank"]: probe for probe in map(json.loads, lines)}

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import api, warm
 from grader.api import grade
 from grader.contract import ExerciseSpec, Job
 from grader.launch import host as launcher
 from grader.launch.wire import SupervisorConfig
 from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
+from grader.sandbox.pool import Pool
+from grader.sandbox.pool_plan import BWRAP, Backend
 
 pytestmark = [pytest.mark.sandbox]
 
@@ -33,11 +34,22 @@ def test_a_warm_launch_that_lost_its_report_runs_again_cold(
 ) -> None:
     served: list[str] = []
 
+    class LosingPool(Pool):
+        def run(
+            self,
+            req: SandboxRequest,
+            config_name: str,
+            on_output: OutputCallback | None,
+            backend: Backend = BWRAP,
+            spares: tuple[int, int] = (0, 1),
+        ) -> SandboxOutcome:
+            return lost_report(req, config_name, on_output, backend, spares)
+
     def lost_report(
         req: SandboxRequest,
         config_name: str,
         on_output: OutputCallback | None,
-        backend: warm.Backend,
+        backend: Backend,
         spares: tuple[int, int],
     ) -> SandboxOutcome:
         # What a warm sandbox whose work volume vanished hands back: its program ran (files,
@@ -56,16 +68,14 @@ def test_a_warm_launch_that_lost_its_report_runs_again_cold(
             warm=True,
         )
 
-    monkeypatch.setattr(launcher, "warm_pool_enabled", lambda: True)
-    monkeypatch.setattr(launcher, "warm_backend", lambda sandbox: warm.BWRAP)
-    monkeypatch.setattr(launcher, "run_warm", lost_report)
-    monkeypatch.setattr(api, "prewarm_for", lambda spec, sandbox=None: None)
+    monkeypatch.setattr(launcher, "warm_backend", lambda sandbox: BWRAP)
+    pool = LosingPool(1, refill=False)  # serves every launch itself: nothing is prepared
     spec = ExerciseSpec.model_validate(
         {"checks": ["run.completed"], "launch": {"world_sizes": [2]}}
     )
     job = Job(exercise="ddp-fundamentals/train", code=PROGRAM, spec=spec, submission_id="w1")
     with caplog.at_level("WARNING", logger="grader.launch.host"):
-        result = grade(job, sandbox="none")
+        result = grade(job, sandbox="none", pool=pool)
     assert len(served) == 1
     assert result.status == "pass", result.model_dump_json(indent=1)[:3000]
     assert "ended in a platform error; running it again cold" in caplog.text

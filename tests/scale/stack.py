@@ -142,7 +142,7 @@ class Stack:
     def warm_launches(self) -> list[str]:
         """The sandbox containers (short ids) that served a launch from a worker's warm pool,
         one entry per launch, from every worker's log."""
-        from grader.warm import SERVED_LOG
+        from grader.sandbox.pool import SERVED_LOG
 
         served = []
         for worker in self.containers("grader-cpu"):
@@ -154,7 +154,7 @@ class Stack:
 
     def warm_reruns(self) -> list[str]:
         """The workers' log lines of warm launches that failed the platform and ran again cold
-        (grader.launch.host.WARM_RERUN_LOG, grader.sandbox.docker_warm's lost work volume)."""
+        (grader.launch.host.WARM_RERUN_LOG, grader.sandbox.docker's lost work volume)."""
         marks = ("running it again cold", "was lost (")
         return [
             line

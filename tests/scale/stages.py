@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from grader.contract import Result
-from grader.sandbox.docker_warm import ROLE_WARM
+from grader.sandbox.docker import ROLE_WARM
 from grader.sandbox.reaper import LABEL_ROLE
 from tests.grader import hostile_programs as programs
 from tests.grader.sandbox_helpers import processes_with, token

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.submissions import service
+from app.submissions.backends import LocalBackend
 from app.submissions.models import Submission
 from grader.contract import MAX_CODE_BYTES
 
@@ -230,22 +231,21 @@ def test_the_editor_asks_for_a_draft_without_a_failed_request(
     assert client.get(f"{path[:-5]}nope", headers=auth).status_code == 422
 
 
-class ExpectingBackend:
-    """Records what the draft routes tell the grading backend."""
-
-    name = "recording"
+class HintedBackend(LocalBackend):
+    """A local backend that records the grader hints the draft routes give it."""
 
     def __init__(self) -> None:
+        super().__init__(lambda: None)  # type: ignore[arg-type,return-value]
         self.expected: list[str] = []
 
-    def expect(self, exercise: str) -> None:
+    def hint_exercise(self, exercise: str) -> None:
         self.expected.append(exercise)
 
 
-def test_opening_or_editing_a_draft_tells_the_backend_which_exercise_comes(
+def test_opening_or_editing_a_draft_tells_the_local_grader_which_exercise_comes(
     client: TestClient, auth: dict[str, str]
 ) -> None:
-    backend = ExpectingBackend()
+    backend = HintedBackend()
     client.app.state.grading_backend = backend  # type: ignore[attr-defined]
     try:
         path = f"/api/v1/drafts/{EXERCISE}"

@@ -205,20 +205,52 @@ def no_database() -> AbstractContextManager[Session]:
     raise AssertionError("expecting an exercise touches no database")
 
 
-def test_expecting_an_exercise_readies_the_real_graders_pool_for_it(
+def owning(pool: object) -> LocalBackend:
+    """A backend of the real grader whose warm pool is `pool` (as `start` opens it)."""
+    backend = LocalBackend(no_database, spec_for=spec_for)
+    backend._grader_pool = pool  # type: ignore[assignment]
+    return backend
+
+
+def test_a_hinted_exercise_readies_the_real_graders_pool_for_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import grader.api
 
-    warmed: list[ExerciseSpec] = []
-    monkeypatch.setattr(grader.api, "prewarm_exercise", warmed.append)
-    LocalBackend(no_database, spec_for=spec_for).expect("ddp-fundamentals/train")
-    LocalBackend(no_database, spec_for=spec_for).expect("no-such/exercise")
-    assert warmed == [SPEC]
-    # A stand-in grader has no pool to ready.
+    warmed: list[tuple[ExerciseSpec, object]] = []
+    monkeypatch.setattr(grader.api, "hint_exercise", lambda spec, pool: warmed.append((spec, pool)))
+    pool = object()
+    owning(pool).hint_exercise("ddp-fundamentals/train")
+    owning(pool).hint_exercise("no-such/exercise")
+    assert warmed == [(SPEC, pool)]
+    # A stand-in grader, or a real one whose pool is off, has no pool to ready.
     stand_in = LocalBackend(no_database, grade=FakeGrader(), spec_for=spec_for)
-    stand_in.expect("ddp-fundamentals/train")
-    assert warmed == [SPEC]
+    stand_in.hint_exercise("ddp-fundamentals/train")
+    LocalBackend(no_database, spec_for=spec_for).hint_exercise("ddp-fundamentals/train")
+    assert warmed == [(SPEC, pool)]
+
+
+def test_the_backend_owns_the_graders_pool_and_closes_it_when_it_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import grader.api
+    import grader.sandbox.pool
+
+    class Recorded:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    opened = Recorded()
+    monkeypatch.setattr(grader.sandbox.pool, "open_pool", lambda: opened)
+    monkeypatch.setattr(grader.api, "prewarm", lambda pool: None)
+    backend = LocalBackend(no_database, spec_for=spec_for, poll_seconds=60)
+    monkeypatch.setattr(backend, "_dispatch_loop", lambda: None)
+    backend.start()
+    assert backend._grader_pool is opened
+    backend.stop()
+    assert opened.closed and backend._grader_pool is None
 
 
 def test_a_pool_that_cannot_start_never_fails_the_learners_request(
@@ -227,8 +259,8 @@ def test_a_pool_that_cannot_start_never_fails_the_learners_request(
     import grader.api
     from grader.sandbox.base import SandboxUnavailable
 
-    def unavailable(spec: ExerciseSpec) -> None:
+    def unavailable(spec: ExerciseSpec, pool: object) -> None:
         raise SandboxUnavailable("bwrap is not installed")
 
-    monkeypatch.setattr(grader.api, "prewarm_exercise", unavailable)
-    LocalBackend(no_database, spec_for=spec_for).expect("ddp-fundamentals/train")
+    monkeypatch.setattr(grader.api, "hint_exercise", unavailable)
+    owning(object()).hint_exercise("ddp-fundamentals/train")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.sandbox.pool import Pool
 from tests.grader.golden import EXERCISES, assert_graded_as_expected
 
 BY_NAME = {case.name: case for case in EXERCISES.cases()}
@@ -13,7 +14,6 @@ BY_NAME = {case.name: case for case in EXERCISES.cases()}
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("production_launch")  # tests/grader/conftest.py
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_golden(name: str) -> None:
-    assert_graded_as_expected(BY_NAME[name])
+def test_golden(name: str, production_launch: Pool) -> None:  # tests/grader/conftest.py
+    assert_graded_as_expected(BY_NAME[name], production_launch)

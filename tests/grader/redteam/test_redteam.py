@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from grader.sandbox.pool import Pool
 from tests.grader.golden import REDTEAM, assert_graded_as_expected
 
 BY_NAME = {case.name: case for case in REDTEAM.cases()}
@@ -25,7 +26,6 @@ def test_cases_are_well_formed() -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("production_launch")  # tests/grader/conftest.py
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_redteam_case(name: str) -> None:
-    assert_graded_as_expected(BY_NAME[name])
+def test_redteam_case(name: str, production_launch: Pool) -> None:  # tests/grader/conftest.py
+    assert_graded_as_expected(BY_NAME[name], production_launch)

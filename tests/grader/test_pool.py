@@ -1,4 +1,5 @@
-"""The warm pool (grader.warm): pre-started single-use bwrap sandboxes for every launch."""
+"""The warm pool (grader.sandbox.pool): prepared single-use sandboxes for every launch, owned
+by the grading process."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import warm
 from grader.contract import Job, Limits, Result
-from grader.sandbox.base import SandboxRequest
-from grader.sandbox.bwrap_warm import WarmBwrap
+from grader.sandbox import pool_plan
+from grader.sandbox.base import Preparation, SandboxRequest
+from grader.sandbox.bwrap import BwrapBox, BwrapSandbox
+from grader.sandbox.pool import Pool, open_pool
+from grader.sandbox.pool_plan import WarmKey
 from tests.grader.sandbox_helpers import host_uid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,47 +38,57 @@ def test_launches_that_differ_only_in_what_a_job_sets_late_share_a_sandbox(
     a = request(tmp_path, wall_seconds=30, output_bytes_per_rank=4096)
     b = request(tmp_path, wall_seconds=90)
     b.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    assert warm.WarmKey.for_request(a) == warm.WarmKey.for_request(b)
+    assert WarmKey.for_request(a) == WarmKey.for_request(b)
     # What a sandbox is started with (its tmpfs, rlimits, cgroup) does split the pool.
-    assert warm.WarmKey.for_request(a) != warm.WarmKey.for_request(request(tmp_path, disk_mb=64))
-    assert warm.WarmKey.for_request(a) != warm.WarmKey.for_request(
-        request(tmp_path, memory_mb=1536)
-    )
-    assert warm.WarmKey.for_request(a).limits_for_start().disk_mb == Limits().disk_mb
+    assert WarmKey.for_request(a) != WarmKey.for_request(request(tmp_path, disk_mb=64))
+    assert WarmKey.for_request(a) != WarmKey.for_request(request(tmp_path, memory_mb=1536))
+    assert WarmKey.for_request(a).limits_for_start().disk_mb == Limits().disk_mb
 
 
 def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(warm.POOL_ENV, "0")
-    assert warm.pool_size() == 0
-    monkeypatch.setenv(warm.POOL_ENV, "3")
-    assert warm.pool_size() == 3
-    monkeypatch.delenv(warm.POOL_ENV)
-    monkeypatch.setattr(warm, "_available_mib", lambda: 24 * 1024)
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert warm.pool_size() == 2  # the next launch of a grading ready while one runs
-    monkeypatch.setattr(os, "cpu_count", lambda: 3)
-    assert warm.default_size() == 3
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert warm.default_size() == warm.MAX_PLAN
+    monkeypatch.setenv(pool_plan.POOL_ENV, "0")
+    assert pool_plan.pool_size() == 0
+    assert open_pool() is None
+    monkeypatch.setenv(pool_plan.POOL_ENV, "3")
+    assert pool_plan.pool_size() == 3
+    monkeypatch.delenv(pool_plan.POOL_ENV)
+    monkeypatch.setattr(pool_plan, "_available_mib", lambda: 24 * 1024)
+    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 1)
+    assert pool_plan.pool_size() == 2  # the next launch of a grading ready while one runs
+    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 3)
+    assert pool_plan.default_size() == 3
+    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 64)
+    assert pool_plan.default_size() == pool_plan.MAX_PLAN
     # Never more than a quarter of the free memory: none where that is under one sandbox.
-    monkeypatch.setattr(warm, "_available_mib", lambda: 4 * warm.IDLE_MIB)
-    assert warm.default_size() == 1
-    monkeypatch.setattr(warm, "_available_mib", lambda: 1000)
-    assert warm.default_size() == 0
+    monkeypatch.setattr(pool_plan, "_available_mib", lambda: 4 * pool_plan.IDLE_MIB)
+    assert pool_plan.default_size() == 1
+    monkeypatch.setattr(pool_plan, "_available_mib", lambda: 1000)
+    assert pool_plan.default_size() == 0
+
+
+def test_usable_cores_are_the_cpus_allowed_within_the_cgroup_quota(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(pool_plan, "_cgroup_cpu_quota", lambda: None)
+    assert pool_plan.usable_cores() == 8
+    monkeypatch.setattr(pool_plan, "_cgroup_cpu_quota", lambda: 2.5)  # cpu.max 250000 100000
+    assert pool_plan.usable_cores() == 2
+    monkeypatch.setattr(pool_plan, "_cgroup_cpu_quota", lambda: 0.5)
+    assert pool_plan.usable_cores() == 1
 
 
 # -- real sandboxes -------------------------------------------------------------------------
 
 
 @pytest.fixture
-def pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(warm.POOL_ENV, "1")
-    warm.close_pool()
-    yield
-    warm.close_pool()
+def pool() -> Iterator[Pool]:
+    with Pool(1, idle_s=600) as owned:
+        yield owned
 
 
-def grade_solution(code: str | None = None) -> Result:
+def grade_solution(code: str | None = None, pool: Pool | None = None) -> Result:
     from grader.api import grade
     from grader.exercises import load_spec
 
@@ -83,16 +96,16 @@ def grade_solution(code: str | None = None) -> Result:
     spec.launch.world_sizes = spec.launch.world_sizes[:1]
     spec.limits = spec.limits.model_copy(update={"wall_seconds": 120})
     job = Job(exercise=EXERCISE, code=code or SOLUTION.read_text(), spec=spec, submission_id="w")
-    return grade(job, sandbox="bwrap")
+    return grade(job, sandbox="bwrap", pool=pool)
 
 
 @needs_bwrap
 @pytest.mark.sandbox
 def test_a_warm_sandbox_holds_nothing_of_a_learner_before_its_job(tmp_path: Path) -> None:
-    sandbox = WarmBwrap(Limits(), [], {"PATH": "/usr/bin:/bin"}, 120, shutil.which("bwrap") or "")
-    sandbox.start()
+    prep = Preparation(Limits(), (), (("PATH", "/usr/bin:/bin"),), 120)
+    sandbox = BwrapSandbox().prepare(prep)
     try:
-        assert sandbox.wait_ready(120), sandbox.sink.before
+        assert sandbox.wait_ready(120), sandbox.before_output()
         assert sandbox.stage is not None and sandbox.proc is not None
         inside = sorted(p.name for p in sandbox.stage.path.iterdir())
         assert not any(name.startswith(".rdv-config") or name.endswith(".py") for name in inside)
@@ -111,12 +124,9 @@ def test_a_warm_sandbox_holds_nothing_of_a_learner_before_its_job(tmp_path: Path
 @needs_bwrap
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("pool")
-def test_a_launch_is_served_warm_and_the_sandbox_is_used_once() -> None:
-    result = grade_solution()
+def test_a_launch_is_served_warm_and_the_sandbox_is_used_once(pool: Pool) -> None:
+    result = grade_solution(pool=pool)
     assert result.status == "pass", (result.summary, result.error)
-    pool = warm.get_pool()
-    assert pool is not None
     assert pool.stats.served == 1 and pool.stats.cold == 0, pool.stats
     # A fresh one is started for the next launch (the used one was destroyed).
     deadline = time.monotonic() + 120
@@ -128,24 +138,21 @@ def test_a_launch_is_served_warm_and_the_sandbox_is_used_once() -> None:
 @needs_bwrap
 @pytest.mark.sandbox
 @pytest.mark.slow
-@pytest.mark.usefixtures("pool")
-def test_a_dead_warm_sandbox_falls_back_to_a_cold_start() -> None:
-    pool = warm.get_pool()
-    assert pool is not None
+def test_a_dead_warm_sandbox_falls_back_to_a_cold_start(pool: Pool) -> None:
     # Kill the supervisor of every warm sandbox as soon as it is ready: nothing warm can serve.
-    real_run = WarmBwrap.run
+    real_run = BwrapBox.run
 
-    def run_after_its_death(self: WarmBwrap, *args: object, **kwargs: object) -> object:
+    def run_after_its_death(self: BwrapBox, *args: object, **kwargs: object) -> object:
         assert self.proc is not None
         os.killpg(self.proc.pid, 9)
         self.proc.wait()
         return real_run(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    WarmBwrap.run = run_after_its_death  # type: ignore[method-assign]
+    BwrapBox.run = run_after_its_death  # type: ignore[method-assign]
     try:
-        result = grade_solution()
+        result = grade_solution(pool=pool)
     finally:
-        WarmBwrap.run = real_run  # type: ignore[method-assign]
+        BwrapBox.run = real_run  # type: ignore[method-assign]
     assert result.status == "pass", (result.summary, result.error)
     assert result.launch is not None and result.launch.sandbox == "bwrap"
     assert pool.stats.cold >= 1 and pool.stats.served == 0, pool.stats
@@ -154,19 +161,23 @@ def test_a_dead_warm_sandbox_falls_back_to_a_cold_start() -> None:
 @needs_bwrap
 @pytest.mark.sandbox
 @pytest.mark.slow
-def test_with_the_pool_off_launches_start_cold(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(warm.POOL_ENV, "0")
-    warm.close_pool()
+def test_without_a_pool_launches_start_cold() -> None:
     result = grade_solution()
     assert result.status == "pass", (result.summary, result.error)
-    assert warm.get_pool() is None
+    assert result.launch is not None and result.launch.warm_launches == 0
 
 
-def test_run_warm_without_a_pool_says_cold(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(warm.POOL_ENV, "0")
-    warm.close_pool()
-    req = SandboxRequest(workdir=tmp_path, argv=[sys.executable], env={}, limits=Limits())
-    assert warm.run_warm(req, ".rdv-config-x.json", None) is None
+def test_a_pool_whose_sandboxes_cannot_start_says_cold(tmp_path: Path) -> None:
+    class Broken:
+        name = "bwrap"
+
+        def prepare(self, prep: Preparation) -> BwrapBox:
+            raise OSError("no bwrap here")
+
+    with Pool(1, sandboxes=lambda backend: Broken()) as pool:  # type: ignore[arg-type,return-value]
+        req = SandboxRequest(workdir=tmp_path, argv=[sys.executable], env={}, limits=Limits())
+        assert pool.run(req, ".rdv-config-x.json", None) is None
+        assert pool.stats.failed_starts >= 1 and pool.stats.served == 0
 
 
 def test_a_report_left_by_a_program_whose_supervisor_was_killed_is_ignored(tmp_path: Path) -> None:
@@ -216,12 +227,12 @@ class Idle:
         self.destroyed = True
 
 
-def key(tmp_path: Path, ranks: int) -> warm.WarmKey:
-    return warm.WarmKey.for_request(request(tmp_path), ranks=ranks)
+def key(tmp_path: Path, ranks: int) -> WarmKey:
+    return WarmKey.for_request(request(tmp_path), ranks=ranks)
 
 
-def planner(size: int, *keys: warm.WarmKey) -> warm.WarmPool:
-    pool = warm.WarmPool(size, refill=False)
+def planner(size: int, *keys: WarmKey) -> Pool:
+    pool = Pool(size, refill=False)
     pool.want(list(keys))
     return pool
 
@@ -250,15 +261,17 @@ def test_a_waiting_launch_comes_first_and_takes_room_from_the_plan(
     assert started == one and dropped == [held] and pool.idle == []
 
 
-def test_a_small_machine_refills_between_gradings_not_during_one(
+def test_without_a_core_beside_its_launches_the_pool_refills_between_gradings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from grader.sandbox import pool as pool_module
+
     two = key(tmp_path, 2)
     one = key(tmp_path, 1)
     pool = planner(2, two, one)
     pool.idle.append((two, Idle()))  # type: ignore[arg-type]
     pool.busy, pool.position = 1, 1  # a grading made its first launch: it still needs `one`
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(pool_module, "usable_cores", lambda: 2)  # the 2-rank launch takes both
     assert pool._next_key()[0] == one
     pool.idle.append((one, Idle()))  # type: ignore[arg-type]
     pool.idle.pop(0)
@@ -267,7 +280,7 @@ def test_a_small_machine_refills_between_gradings_not_during_one(
     pool.requested = two  # unless a launch waits for one
     assert pool._next_key()[0] == two
     pool.requested = None
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # cores to spare: refill at once
+    monkeypatch.setattr(pool_module, "usable_cores", lambda: 3)  # a core beside it: refill now
     assert pool._next_key()[0] == two
 
 
@@ -282,33 +295,32 @@ def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
 
 
 def test_a_warm_sandbox_starts_with_the_spares_its_key_names(tmp_path: Path) -> None:
-    from grader.sandbox.docker_warm import WarmDocker
-    from grader.sandbox.warm_output import supervisor_wait_argv
+    from grader.sandbox.docker import DockerSandbox
+    from grader.sandbox.prepared import supervisor_wait_argv
 
-    bwrap = warm.make_sandbox(warm.WarmKey.for_request(request(tmp_path), ranks=2), 60, "bwrap")
-    assert isinstance(bwrap, WarmBwrap) and (bwrap.spares, bwrap.nodes) == (2, 1)
-    docker_key = warm.WarmKey.for_request(request(tmp_path), ("docker", "img", "1:1"), 1, 2)
-    docker = warm.make_sandbox(docker_key, 60, "bwrap")
-    assert isinstance(docker, WarmDocker) and (docker.spares, docker.nodes) == (1, 2)
-    assert supervisor_wait_argv(60, 1, 2)[-3:] == ["--wait=60", "--spares=1", "--nodes=2"]
-    assert "--nodes=1" not in supervisor_wait_argv(60, 2, 1)
+    prep = WarmKey.for_request(request(tmp_path), ranks=2).preparation(60)
+    assert (prep.spares, prep.nodes, prep.idle_s) == (2, 1, 60)
+    assert isinstance(pool_plan.sandbox_for(pool_plan.BWRAP), BwrapSandbox)
+    docker_key = WarmKey.for_request(request(tmp_path), ("docker", "img", "1:1"), 1, 2)
+    docker = pool_plan.sandbox_for(docker_key.backend)
+    assert isinstance(docker, DockerSandbox) and (docker.image, docker.user) == ("img", "1:1")
+    argv = supervisor_wait_argv(docker_key.preparation(60))
+    assert argv[-3:] == ["--wait=60", "--spares=1", "--nodes=2"]
+    assert "--nodes=1" not in supervisor_wait_argv(prep)
 
 
-@needs_bwrap
-@pytest.mark.sandbox
-@pytest.mark.usefixtures("pool")
-def test_an_expected_exercise_becomes_the_pools_plan() -> None:
-    """What a learner has open (grader.api.prewarm_exercise) replaces the plan the last grading
+def test_a_hinted_exercise_becomes_the_pools_plan() -> None:
+    """What a learner has open (grader.api.hint_exercise) replaces the plan the last grading
     of another exercise left: its launches, in order, are what the pool readies."""
-    from grader.api import prewarm_exercise
+    from grader.api import hint_exercise
     from grader.exercises import load_spec
     from grader.launch.plan import plan_launches
 
-    prewarm_exercise(load_spec(EXERCISE))
-    pool = warm.get_pool()
-    assert pool is not None
+    pool = Pool(1, refill=False)  # the plan alone: nothing is started
+    hint_exercise(load_spec(EXERCISE), pool, "bwrap")
     first = list(pool.plan)
+    assert first
     env_launch = load_spec("torchrun-launch/env-launch")
-    prewarm_exercise(env_launch)
+    hint_exercise(env_launch, pool, "bwrap")
     assert len(pool.plan) == len(plan_launches(env_launch)) == 4
     assert pool.plan != first and pool.plan[-1].nodes == 2

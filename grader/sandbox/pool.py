@@ -1,12 +1,22 @@
-"""The warm pool: sandboxes started ahead of their launch, one launch each.
+"""The warm pool: sandboxes prepared ahead of their launch, one launch each.
 
-Every process that grades (the app's in-process executor, `python -m grader.worker`, the CLI)
-keeps up to K sandboxes (`grader.sandbox.bwrap_warm.WarmBwrap` for bwrap,
-`grader.sandbox.docker_warm.WarmDocker` for docker) running the supervisor with torch and the
-harness imported, waiting for a job. `run_warm` hands a launch to one of them; the
-sandbox is destroyed after it, and a long-lived thread starts the next one in the background (in a
-one-shot CLI, while the current launch runs). No pool, an empty pool or a warm sandbox that died
-returns None: the launcher then starts a cold sandbox, as it does with RDV_WARM_POOL=0.
+A `Pool` is an object its owner creates and closes (a context manager): the app's in-process
+backend (app.submissions.backends.LocalBackend), `python -m grader.worker`, the CLI. It keeps up
+to `size` sandboxes prepared by their backend (`Sandbox.prepare`, grader.sandbox.bwrap or
+grader.sandbox.docker): the supervisor with torch and the harness imported, waiting for a job.
+`Pool.run` hands a launch to one of them; the sandbox is destroyed after it, and the pool's refill
+thread prepares the next one in the background. No pool (grader.api.grade without one), an empty
+pool or a prepared sandbox that died: the launcher starts a cold sandbox.
+
+What the pool prepares: the launches of the grading in progress, in order, then those of the
+exercise a learner has open (`want`, from grader.api.hint_exercise) or, without a hint, of the
+last grading (the pool learns its plan from the first launch it is asked for). When a grading
+runs, the pool refills during it only if the machine has cores beside the grading's largest
+launch (`usable_cores`: the CPUs this process may use, within its cgroup's quota); otherwise it
+starts only what that grading still needs and refills after it.
+
+Nothing of it outlives its owner: `close()` destroys every prepared sandbox; its keeper
+(grader.sandbox.keeper) removes what an owner killed by SIGKILL left.
 
 Settings: RDV_WARM_POOL=K (0: off; default from cores and memory, `default_size`),
 RDV_WARM_IDLE_S (how long an unused sandbox waits before it is replaced; default 600).
@@ -14,145 +24,43 @@ RDV_WARM_IDLE_S (how long an unused sandbox waits before it is replaced; default
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
 import logging
-import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import TracebackType
 
-from grader.contract import Limits
-from grader.sandbox.base import OutputCallback, SandboxOutcome, SandboxRequest
-from grader.sandbox.bwrap_warm import WarmBwrap
-from grader.sandbox.warm_output import WarmSink
+from grader.sandbox.base import (
+    OutputCallback,
+    Prepared,
+    Sandbox,
+    SandboxOutcome,
+    SandboxRequest,
+)
+from grader.sandbox.keeper import Keeper
+from grader.sandbox.pool_plan import (
+    BWRAP,
+    DEFAULT_IDLE_S,
+    Backend,
+    WarmKey,
+    launch_cores,
+    pool_size,
+    sandbox_for,
+    usable_cores,
+)
+from grader.settings import settings
 
 log = logging.getLogger(__name__)
 
-POOL_ENV = "RDV_WARM_POOL"
-IDLE_ENV = "RDV_WARM_IDLE_S"
-DEFAULT_IDLE_S = 600.0
 # A sandbox this close to its idle deadline is not handed out (the job could arrive too late).
 EXPIRY_MARGIN_S = 60.0
 # How long a launch waits for a sandbox the pool is starting before it starts a cold one.
 WAIT_FOR_STARTING_S = 120.0
-# Memory an idle warm sandbox holds (the supervisor and 2 spare ranks, torch imported in each;
-# measured 1870 MiB for 3 sandboxes of 2, 3 and 1 spares), for the default size.
-IDLE_MIB = 700
-# Variables the supervisor sets from the job's config (so they do not split the pool).
-LATE_ENV = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE",)
 # The log line of every launch a warm sandbox served (`make scale-test` counts them).
 SERVED_LOG = "a warm sandbox served a launch: %s"
-# Limits the supervisor or the host apply per launch (the rest are fixed when a sandbox starts).
-LATE_LIMITS = ("wall_seconds", "output_bytes_per_rank", "pg_timeout_seconds")
-
-
-# Below this many cores the pool refills between gradings, not during one (starting a sandbox,
-# three interpreters importing torch, would take the cores from the launch it should speed up).
-SMALL_MACHINE_CORES = 4
-# Most launches one grading makes (env-launch: three world sizes and a 2-node job).
-MAX_PLAN = 4
-
-
-def _available_mib() -> int:
-    """MemAvailable of /proc/meminfo, in MiB (0: unknown)."""
-    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) // 1024
-    return 0
-
-
-def default_size() -> int:
-    """One warm sandbox per core, at least 2 (a grading's next launch is ready while one runs)
-    and at most MAX_PLAN, within a quarter of the free memory."""
-    cores = os.cpu_count() or 1
-    avail_mib = _available_mib()
-    by_memory = avail_mib // (4 * IDLE_MIB) if avail_mib else 2
-    return max(0, min(max(2, cores), MAX_PLAN, by_memory))
-
-
-def pool_size() -> int:
-    value = os.environ.get(POOL_ENV, "").strip()
-    if value:
-        try:
-            return max(0, int(value))
-        except ValueError:
-            log.warning("%s=%r is not a number; using the default", POOL_ENV, value)
-    return default_size()
-
-
-# The backend a warm sandbox is made by: ("bwrap",) or ("docker", image, user).
-Backend = tuple[str, ...]
-BWRAP: Backend = ("bwrap",)
-
-
-def warm_backend(sandbox: Any) -> Backend | None:
-    """The warm backend for launches in `sandbox` (a grader.sandbox backend); None: no pool
-    serves it (the "none" backend)."""
-    if sandbox.name == "bwrap":
-        return BWRAP
-    if sandbox.name == "docker":
-        return ("docker", str(sandbox.image), str(sandbox.user))
-    return None
-
-
-class WarmSandbox(Protocol):
-    """What the pool needs of a pre-started single-use sandbox (WarmBwrap, WarmDocker)."""
-
-    sink: WarmSink
-
-    def start(self) -> None: ...
-    def alive(self) -> bool: ...
-    def ready(self) -> bool: ...
-    def wait_ready(self, timeout_s: float) -> bool: ...
-    def expires_in(self) -> float: ...
-    @property
-    def ident(self) -> str: ...
-    def run(
-        self, req: SandboxRequest, config_name: str, on_output: OutputCallback | None = None
-    ) -> SandboxOutcome | None: ...
-    def destroy(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class WarmKey:
-    """What a sandbox is started with: launches with the same key can use it."""
-
-    limits: str
-    gpus: tuple[int, ...]
-    env: tuple[tuple[str, str], ...]
-    backend: Backend = BWRAP
-    # Spare interpreters started with the supervisor (inside/spares.py): `ranks` per node, and for
-    # a simulated job of several `nodes` an agent per node.
-    ranks: int = 0
-    nodes: int = 1
-
-    @classmethod
-    def for_request(
-        cls, req: SandboxRequest, backend: Backend = BWRAP, ranks: int = 0, nodes: int = 1
-    ) -> WarmKey:
-        fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
-        env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
-        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, backend, ranks, nodes)
-
-    def limits_for_start(self) -> Limits:
-        return Limits(**json.loads(self.limits))
-
-
-def make_sandbox(key: WarmKey, idle_s: float, bwrap: str) -> WarmSandbox:
-    """A warm sandbox of `key`'s backend, not started yet."""
-    limits, gpus, env = key.limits_for_start(), list(key.gpus), dict(key.env)
-    if key.backend[0] == "docker":
-        from grader.sandbox.docker_warm import WarmDocker
-
-        _name, image, user = key.backend
-        return WarmDocker(limits, gpus, env, idle_s, image, user, spares=key.ranks, nodes=key.nodes)
-    return WarmBwrap(limits, gpus, env, idle_s, bwrap, spares=key.ranks, nodes=key.nodes)
 
 
 @dataclass
@@ -164,7 +72,10 @@ class PoolStats:
     by_key: dict[WarmKey, int] = field(default_factory=dict)
 
 
-class WarmPool:
+class Pool:
+    """Prepared sandboxes for the launches most likely next, owned by the grading process
+    (the module docstring). `sandboxes` makes the backend of a key (tests pass fakes)."""
+
     def __init__(
         self,
         size: int,
@@ -172,12 +83,14 @@ class WarmPool:
         idle_s: float = DEFAULT_IDLE_S,
         bwrap: str | None = None,
         refill: bool = True,  # False: no refill thread (tests of the planning alone)
+        sandboxes: Callable[[Backend], Sandbox] | None = None,
     ):
         self.size = size
         self.idle_s = idle_s
         self.bwrap = bwrap or shutil.which("bwrap") or "/usr/bin/bwrap"
+        self.sandboxes = sandboxes or (lambda backend: sandbox_for(backend, self.bwrap))
         self.cond = threading.Condition()
-        self.idle: list[tuple[WarmKey, WarmSandbox]] = []
+        self.idle: list[tuple[WarmKey, Prepared]] = []
         self.starting: WarmKey | None = None
         # The launches this process is making, in order (one grading's plan): the pool keeps the
         # next `size` of them ready, cycling.
@@ -188,9 +101,22 @@ class WarmPool:
         self.closed = False
         self.stats = PoolStats()
         self.backoff_until = 0.0
+        # Removes what the prepared sandboxes leave if this process dies (grader.sandbox.keeper).
+        self.keeper: Keeper | None = Keeper() if refill else None
         self.thread = threading.Thread(target=self._refill, name="warm-pool", daemon=True)
         if refill:
             self.thread.start()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- the launches' side ---------------------------------------------------------------
     def want(self, keys: list[WarmKey]) -> None:
@@ -201,7 +127,7 @@ class WarmPool:
                 self.position = 0
                 self.cond.notify_all()
 
-    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> WarmSandbox | None:
+    def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> Prepared | None:
         deadline = time.monotonic() + wait_s
         with self.cond:
             if key not in self.plan:
@@ -251,13 +177,23 @@ class WarmPool:
         return False
 
     def close(self) -> None:
+        """Destroy every prepared sandbox and end the refill thread and the keeper."""
         with self.cond:
             self.closed = True
             idle, self.idle = self.idle, []
             self.cond.notify_all()
         for _key, sandbox in idle:
-            with contextlib.suppress(Exception):
-                sandbox.destroy()
+            self._destroy(sandbox)
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(WAIT_FOR_STARTING_S)  # a sandbox it is starting is destroyed too
+        if self.keeper is not None:
+            self.keeper.close()
+
+    def _destroy(self, sandbox: Prepared) -> None:
+        with contextlib.suppress(Exception):
+            sandbox.destroy()
+        if self.keeper is not None:
+            self.keeper.drop(str(id(sandbox)))
 
     def counts(self) -> dict[str, int]:
         with self.cond:
@@ -265,11 +201,13 @@ class WarmPool:
             return {"idle": len(self.idle), "ready": ready, "size": self.size}
 
     def idle_pids(self) -> list[int]:
+        """The process groups of the idle bwrap sandboxes (tests)."""
         with self.cond:
-            idle = [s for _k, s in self.idle if isinstance(s, WarmBwrap) and s.alive()]
-            return [s.proc.pid for s in idle if s.proc is not None]
+            idle = [s for _k, s in self.idle if s.alive()]
+        pids = [getattr(s, "proc", None) for s in idle]
+        return [p.pid for p in pids if p is not None]
 
-    # -- the refill thread (it also owns every sandbox's bwrap: --die-with-parent) ---------
+    # -- the refill thread (it also starts every sandbox's bwrap: --die-with-parent) --------
     def _desired(self) -> list[WarmKey]:
         """The keys the idle pool should hold: the plan's next `size` launches, cycling."""
         if not self.plan:
@@ -287,15 +225,21 @@ class WarmPool:
                 missing.append(key)
         return missing
 
-    def _next_key(self) -> tuple[WarmKey | None, list[WarmSandbox]]:
+    def _cores_to_spare(self) -> bool:
+        """Whether a sandbox can start beside the grading's largest launch (starting one is an
+        interpreter per spare rank importing torch: on fewer cores it slows that launch)."""
+        largest = max((launch_cores(k) for k in self.plan), default=1)
+        return usable_cores() > largest
+
+    def _next_key(self) -> tuple[WarmKey | None, list[Prepared]]:
         """The key to start a sandbox for now (None: none), and idle sandboxes to drop for its
-        room. A launch waiting comes first; else the plan, but on a small machine during a
-        grading only what that grading still needs (a sandbox for later gradings would take the
-        cores from its launches)."""
-        stale: list[WarmSandbox] = []
+        room. A launch waiting comes first; else the plan, but during a grading on a machine
+        with no core to spare only what that grading still needs (a sandbox for later gradings
+        would take the cores from its launches)."""
+        stale: list[Prepared] = []
         if self.requested is not None:
             key: WarmKey | None = self.requested
-        elif self.busy and (os.cpu_count() or 1) < SMALL_MACHINE_CORES:
+        elif self.busy and not self._cores_to_spare():
             have = [k for k, _s in self.idle]
             key = None
             for wanted in self.plan[self.position :]:
@@ -339,12 +283,11 @@ class WarmPool:
                     if self.requested == key:
                         self.requested = None
             for sandbox in stale:
-                with contextlib.suppress(Exception):
-                    sandbox.destroy()
+                self._destroy(sandbox)
             if key is not None:
                 self._start_one(key)
 
-    def _prune(self) -> list[WarmSandbox]:
+    def _prune(self) -> list[Prepared]:
         """Idle sandboxes that died or are about to expire, taken out of the pool."""
         keep, gone = [], []
         for k, s in self.idle:
@@ -353,15 +296,16 @@ class WarmPool:
                 keep.append((k, s))
             else:
                 if not alive and not s.ready():
-                    log.warning("a warm sandbox died before it was ready: %s", s.sink.before[-5:])
+                    log.warning(
+                        "a warm sandbox died before it was ready: %s", s.before_output()[-5:]
+                    )
                 gone.append(s)
         self.idle = keep
         return gone
 
     def _start_one(self, key: WarmKey) -> None:
-        sandbox = make_sandbox(key, self.idle_s, self.bwrap)
         try:
-            sandbox.start()
+            sandbox = self.sandboxes(key.backend).prepare(key.preparation(self.idle_s))
         except Exception:
             log.exception("could not start a warm sandbox; launches start cold for a while")
             with self.cond:
@@ -370,6 +314,9 @@ class WarmPool:
                 self.backoff_until = time.monotonic() + 30
                 self.cond.notify_all()
             return
+        leftovers = getattr(sandbox, "leftovers", None)
+        if self.keeper is not None and leftovers is not None:
+            self.keeper.keep(str(id(sandbox)), leftovers())
         with self.cond:
             self.starting = None
             if self.closed:
@@ -380,7 +327,7 @@ class WarmPool:
                 self.stats.started += 1
             self.cond.notify_all()
         if closed:
-            sandbox.destroy()
+            self._destroy(sandbox)
             return
         if not sandbox.wait_ready(WAIT_FOR_STARTING_S):
             with self.cond:
@@ -389,84 +336,59 @@ class WarmPool:
                     self.backoff_until = time.monotonic() + 60
                 self.cond.notify_all()
 
+    # -- what a grading calls ---------------------------------------------------------------
+    def run(
+        self,
+        req: SandboxRequest,
+        config_name: str,
+        on_output: OutputCallback | None,
+        backend: Backend = BWRAP,
+        spares: tuple[int, int] = (0, 1),
+    ) -> SandboxOutcome | None:
+        """Run the supervisor launch `req` in a prepared sandbox (`spares`: spare ranks per
+        node, nodes; see WarmKey); None: none could take it (the caller starts a cold one)."""
+        key = WarmKey.for_request(req, backend, *spares)
+        sandbox = self.acquire(key)
+        if sandbox is None:
+            log.info("no warm %s sandbox ready: a cold start", backend[0])
+            return None
+        try:
+            outcome = sandbox.run(req, config_name, on_output)
+        finally:
+            self._destroy(sandbox)
+            self.release()
+        if outcome is None:
+            with self.cond:
+                self.stats.served -= 1
+                self.stats.cold += 1
+        else:
+            log.info(SERVED_LOG, sandbox.ident)
+        return outcome
 
-_POOL: WarmPool | None = None
-_POOL_LOCK = threading.Lock()
+    @contextlib.contextmanager
+    def grading(self) -> Iterator[None]:
+        """Around one grading's launches: without a core to spare the pool refills after it,
+        not between its launches (a refill takes the cores the next launch needs)."""
+        with self.cond:
+            self.busy += 1
+            self.position = 0
+        try:
+            yield
+        finally:
+            self.release()
+
+    def prewarm(
+        self, plan: list[tuple[SandboxRequest, tuple[int, int]]], backend: Backend = BWRAP
+    ) -> None:
+        """Prepare sandboxes of `backend` for these launches, (request, spares as in `run`)
+        each, in order."""
+        self.want([WarmKey.for_request(req, backend, *spares) for req, spares in plan])
 
 
-def get_pool() -> WarmPool | None:
-    """This process's pool, started on first use; None when RDV_WARM_POOL=0."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None or _POOL.closed:
-            size = pool_size()
-            if size <= 0:
-                return None
-            idle = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
-            _POOL = WarmPool(size, idle_s=idle)
-            atexit.register(_POOL.close)
-        return _POOL
-
-
-def close_pool() -> None:
-    global _POOL
-    with _POOL_LOCK:
-        pool, _POOL = _POOL, None
-    if pool is not None:
-        pool.close()
-
-
-def run_warm(
-    req: SandboxRequest,
-    config_name: str,
-    on_output: OutputCallback | None,
-    backend: Backend = BWRAP,
-    spares: tuple[int, int] = (0, 1),
-) -> SandboxOutcome | None:
-    """Run the supervisor launch `req` in a warm sandbox (`spares`: spare ranks per node, nodes;
-    see WarmKey); None: none could take it (the caller starts a cold one)."""
-    pool = get_pool()
-    if pool is None:
+def open_pool(size: int | None = None) -> Pool | None:
+    """A pool of `size` (default: RDV_WARM_POOL, or `default_size`) for its caller to own and
+    close; None when the size is 0."""
+    size = pool_size() if size is None else size
+    if size <= 0:
         return None
-    key = WarmKey.for_request(req, backend, *spares)
-    sandbox = pool.acquire(key)
-    if sandbox is None:
-        log.info("no warm %s sandbox ready: a cold start", backend[0])
-        return None
-    try:
-        outcome = sandbox.run(req, config_name, on_output)
-    finally:
-        sandbox.destroy()
-        pool.release()
-    if outcome is None:
-        with pool.cond:
-            pool.stats.served -= 1
-            pool.stats.cold += 1
-    else:
-        log.info(SERVED_LOG, sandbox.ident)
-    return outcome
-
-
-@contextlib.contextmanager
-def grading() -> Iterator[None]:
-    """Around one grading's launches: on a small machine the pool refills after it, not between
-    its launches (a refill takes the cores the next launch needs)."""
-    pool = get_pool()
-    if pool is None:
-        yield
-        return
-    with pool.cond:
-        pool.busy += 1
-        pool.position = 0
-    try:
-        yield
-    finally:
-        pool.release()
-
-
-def prewarm(plan: list[tuple[SandboxRequest, tuple[int, int]]], backend: Backend = BWRAP) -> None:
-    """Start warming sandboxes of `backend` for these launches, (request, spares as in
-    run_warm) each, in order."""
-    pool = get_pool()
-    if pool is not None:
-        pool.want([WarmKey.for_request(req, backend, *spares) for req, spares in plan])
+    return Pool(size, idle_s=settings().warm_idle_s)

@@ -1,0 +1,149 @@
+"""What the warm pool (grader.sandbox.pool) prepares and how much: the key a prepared sandbox
+is started with (`WarmKey`), the pool's size from the machine (`default_size`, `usable_cores`)
+and its settings. RDV_WARM_POOL=K (0: off), RDV_WARM_IDLE_S (default 600)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.contract import Limits
+from grader.sandbox.base import Preparation, Sandbox, SandboxRequest
+from grader.settings import settings
+
+log = logging.getLogger(__name__)
+
+POOL_ENV = "RDV_WARM_POOL"
+IDLE_ENV = "RDV_WARM_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+# Memory an idle warm sandbox holds (the supervisor and 2 spare ranks, torch imported in each;
+# measured 1870 MiB for 3 sandboxes of 2, 3 and 1 spares), for the default size.
+IDLE_MIB = 700
+# Variables the supervisor sets from the job's config (so they do not split the pool).
+LATE_ENV = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE",)
+# Limits the supervisor or the host apply per launch (the rest are fixed when a sandbox starts).
+LATE_LIMITS = ("wall_seconds", "output_bytes_per_rank", "pg_timeout_seconds")
+# Most launches one grading makes (env-launch: three world sizes and a 2-node job).
+MAX_PLAN = 4
+
+
+def _available_mib() -> int:
+    """MemAvailable of /proc/meminfo, in MiB (0: unknown)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def _cgroup_cpu_quota() -> float | None:
+    """The CPUs this process's cgroup may use (cpu.max of v2, cfs quota of v1); None: no cap."""
+    candidates = [
+        (Path("/sys/fs/cgroup/cpu.max"), None),
+        (Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")),
+    ]
+    for quota_file, period_file in candidates:
+        with contextlib.suppress(OSError, ValueError):
+            if period_file is None:
+                quota, period = quota_file.read_text().split()[:2]
+            else:
+                quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
+            if quota in ("max", "-1"):
+                return None
+            return int(quota) / int(period)
+    return None
+
+
+def usable_cores() -> int:
+    """The cores this process may use: the CPUs it may run on, within its cgroup's quota."""
+    cores = os.cpu_count() or 1
+    with contextlib.suppress(AttributeError, OSError):
+        cores = min(cores, len(os.sched_getaffinity(0)))
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        cores = min(cores, max(1, math.floor(quota)))
+    return max(1, cores)
+
+
+def default_size() -> int:
+    """One warm sandbox per usable core, at least 2 (a grading's next launch is ready while one
+    runs) and at most MAX_PLAN, within a quarter of the free memory."""
+    cores = usable_cores()
+    avail_mib = _available_mib()
+    by_memory = avail_mib // (4 * IDLE_MIB) if avail_mib else 2
+    return max(0, min(max(2, cores), MAX_PLAN, by_memory))
+
+
+def pool_size() -> int:
+    """RDV_WARM_POOL (grader.settings), or `default_size` when it is not set."""
+    size = settings().warm_pool
+    return default_size() if size is None else size
+
+
+# The backend a warm sandbox is made by: ("bwrap",) or ("docker", image, user).
+Backend = tuple[str, ...]
+BWRAP: Backend = ("bwrap",)
+
+
+def warm_backend(sandbox: Any) -> Backend | None:
+    """The warm backend for launches in `sandbox` (a grader.sandbox backend); None: no pool
+    serves it (the "none" backend)."""
+    if sandbox.name == "bwrap":
+        return BWRAP
+    if sandbox.name == "docker":
+        return ("docker", str(sandbox.image), str(sandbox.user))
+    return None
+
+
+@dataclass(frozen=True)
+class WarmKey:
+    """What a sandbox is started with: launches with the same key can use it."""
+
+    limits: str
+    gpus: tuple[int, ...]
+    env: tuple[tuple[str, str], ...]
+    backend: Backend = BWRAP
+    # Spare interpreters started with the supervisor (grader.spares): `ranks` per node, and for
+    # a simulated job of several `nodes` an agent per node.
+    ranks: int = 0
+    nodes: int = 1
+
+    @classmethod
+    def for_request(
+        cls, req: SandboxRequest, backend: Backend = BWRAP, ranks: int = 0, nodes: int = 1
+    ) -> WarmKey:
+        fixed = req.limits.model_dump(exclude=set(LATE_LIMITS))
+        env = tuple(sorted((k, v) for k, v in req.env.items() if k not in LATE_ENV))
+        return cls(json.dumps(fixed, sort_keys=True), tuple(req.gpus), env, backend, ranks, nodes)
+
+    def limits_for_start(self) -> Limits:
+        return Limits(**json.loads(self.limits))
+
+    def preparation(self, idle_s: float) -> Preparation:
+        """What a sandbox for this key is prepared with (`Sandbox.prepare`)."""
+        return Preparation(
+            self.limits_for_start(), self.gpus, self.env, idle_s, self.ranks, self.nodes
+        )
+
+
+def sandbox_for(backend: Backend, bwrap: str | None = None) -> Sandbox:
+    """The backend that prepares sandboxes of `backend` (a WarmKey's)."""
+    if backend[0] == "docker":
+        from grader.sandbox.docker import DockerSandbox
+
+        _name, image, user = backend
+        return DockerSandbox(image, user)
+    from grader.sandbox.bwrap import BwrapSandbox
+
+    return BwrapSandbox(bwrap)
+
+
+def launch_cores(key: WarmKey) -> int:
+    """The cores a launch of `key` keeps busy: one per rank (at least one)."""
+    return max(1, key.ranks * key.nodes)
