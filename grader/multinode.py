@@ -34,6 +34,7 @@ from grader.spares import (
     hand_over,
     rank_command,
     ready_and_receive,
+    serve,
 )
 
 JOIN_TIMEOUT_S = 60
@@ -227,7 +228,7 @@ def main(argv: list[str]) -> int:
     server = None
     if ranks is not None:
         ranks.for_job(int(spec["nproc_per_node"]), int(spec["max_restarts"]))
-        server = SpareServer(ranks)
+        server = serve(ranks)
     try:
         result = run_node(spec, server)
     finally:
