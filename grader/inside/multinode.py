@@ -34,6 +34,7 @@ from grader.inside.spares import (
     hand_over,
     rank_command,
     ready_and_receive,
+    serve,
 )
 from grader.launch.wire import NodeResult, NodeSpec
 
@@ -228,7 +229,7 @@ def main(argv: list[str]) -> int:
     server = None
     if ranks is not None:
         ranks.for_job(spec.nproc_per_node, spec.max_restarts)
-        server = SpareServer(ranks)
+        server = serve(ranks)
     try:
         result = run_node(spec, server)
     finally:

@@ -342,6 +342,16 @@ class SpareServer:
             os.rmdir(self.dir)
 
 
+def serve(spares: Spares) -> SpareServer | None:
+    """A server for `spares`, or None where its socket cannot be made (the ranks start cold)."""
+    try:
+        return SpareServer(spares)
+    except OSError:
+        log.exception("no spare server: the ranks start cold")
+        spares.close()
+        return None
+
+
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Signal a spare's process group (it leads its own session, as a spawned rank does)."""
     if proc.poll() is None:

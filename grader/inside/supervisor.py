@@ -28,7 +28,7 @@ from typing import Any
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
-from grader.inside.spares import READY_WAIT_S, Spares, SpareServer, rank_command
+from grader.inside.spares import READY_WAIT_S, Spares, rank_command, serve
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
 
 STACK_WAIT_S = 1.5
@@ -128,7 +128,7 @@ class Supervisor:
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
-        server = SpareServer(self.spares) if self.spares is not None else None
+        server = serve(self.spares) if self.spares is not None else None
         if server is not None:  # each rank a spare, through grader.inside.rank_shim
             args = server.entry_args(args)
         try:

@@ -329,3 +329,14 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_no_socket_for_the_server_means_cold_ranks(
+    pool: list[Spares], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 120)  # longer than a unix socket's path may be
+    deep.mkdir()
+    monkeypatch.setattr(spares.tempfile, "tempdir", str(deep))
+    s = started(pool, WAITING, 1)
+    assert spares.serve(s) is None
+    assert s.closed and s.idle == []  # its spares went with it
