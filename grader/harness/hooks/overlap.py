@@ -240,6 +240,24 @@ def install(tracer: Tracer) -> None:
 
     wrap(c10d.Work, "wait", make_wait)
 
+    def make_get_future(original: Any) -> Any:
+        def get_future(self: Any, *args: Any, **kwargs: Any) -> Any:
+            fut = original(self, *args, **kwargs)
+            try:  # waiting on the work's future (torch.futures.wait_all too) waits on the work
+                for step in (st["cur"], st["last"]):
+                    if step is not None and id(self) in step["works"]:
+                        step["works"][id(fut)] = step["works"][id(self)]
+                        step["keep"].append(fut)
+                        break
+            except Exception as exc:
+                tracer.fail("overlap_future", exc)
+            return fut
+
+        return get_future
+
+    wrap(c10d.Work, "get_future", make_get_future)
+    wrap(torch._C.Future, "wait", make_wait)
+
     def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         cur = st["cur"]
         if cur is None or cur["stepped"] or st["done"]:
