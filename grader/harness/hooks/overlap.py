@@ -219,24 +219,35 @@ def install(tracer: Tracer) -> None:
     for owner in (dist, c10d):
         wrap(owner, "all_reduce", make_all_reduce)
 
+    def note_wait(handle: Any) -> None:
+        try:
+            for step in (st["cur"], st["last"]):
+                if step is None or id(handle) not in step["works"]:
+                    continue
+                k = step["works"][id(handle)]
+                line = tracer.where(3)
+                if step["stepped"]:
+                    tracer.record(OverlapLateWait(n=step["n"], k=k, line=line))
+                else:
+                    step["timeline"].append(["w", k, line])
+                break
+        except Exception as exc:
+            tracer.fail("overlap_wait", exc)
+
     def make_wait(original: Any) -> Any:
         def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                for step in (st["cur"], st["last"]):
-                    if step is None or id(self) not in step["works"]:
-                        continue
-                    k = step["works"][id(self)]
-                    line = tracer.where()
-                    if step["stepped"]:
-                        tracer.record(OverlapLateWait(n=step["n"], k=k, line=line))
-                    else:
-                        step["timeline"].append(["w", k, line])
-                    break
-            except Exception as exc:
-                tracer.fail("overlap_wait", exc)
+            note_wait(self)
             return original(self, *args, **kwargs)
 
         return wait
+
+    def make_wait_all(original: Any) -> Any:
+        def wait_all(futures: Any, *args: Any, **kwargs: Any) -> Any:
+            for fut in list(futures) if isinstance(futures, (list, tuple)) else ():
+                note_wait(fut)
+            return original(futures, *args, **kwargs)
+
+        return wait_all
 
     wrap(c10d.Work, "wait", make_wait)
 
@@ -257,6 +268,7 @@ def install(tracer: Tracer) -> None:
 
     wrap(c10d.Work, "get_future", make_get_future)
     wrap(torch._C.Future, "wait", make_wait)
+    wrap(torch.futures, "wait_all", make_wait_all)
 
     def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         cur = st["cur"]
