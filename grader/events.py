@@ -793,3 +793,48 @@ class LoaderDropLast(Event):
 
     KIND = "loader_drop_last"
     line: int | None = None
+
+
+# overlap-buckets (issue 24)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OverlapParams(Event):
+    """The parameters whose gradients the overlap checks follow (the learner's optimizer's, in
+    its order; else the loss's leaves), recorded once at the first backward pass."""
+
+    KIND = "overlap_params"
+    names: list[str] = dataclasses.field(default_factory=list)
+    numels: list[int] = dataclasses.field(default_factory=list)
+    itemsizes: list[int] = dataclasses.field(default_factory=list)
+    source: str = ""  # "optimizer" or "graph"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OverlapStep(Event):
+    """One optimizer step as the overlap hook saw it, from its first backward pass to the step.
+
+    `timeline` lists, in order: ["r", i] parameter i's gradient accumulated (ready), ["a", k]
+    gradient all-reduce k issued, ["w", k, line] its handle waited on, ["e"] a backward pass
+    returned, ["s"] the optimizer step began. `calls[k]` says what all-reduce k sent. `local` is
+    each parameter's gradient sketch (sum and random projections) when it became ready, before
+    any averaging (empty: no gradient on this rank this step); `used` the sketch the step read.
+    """
+
+    KIND = "overlap_step"
+    n: int = 0
+    line: int | None = None
+    timeline: list[list[Any]] = dataclasses.field(default_factory=list)
+    calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    local: list[list[float]] = dataclasses.field(default_factory=list)
+    used: list[list[float]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OverlapLateWait(Event):
+    """A handle of step `n`'s gradient all-reduce `k` waited on after that optimizer step."""
+
+    KIND = "overlap_late_wait"
+    n: int = 0
+    k: int = 0
+    line: int | None = None

@@ -19,6 +19,7 @@ COURSE_LESSONS = [
 ]
 CONTRACT_EXERCISES = {
     "data-vs-model-parallelism/allreduce-by-hand",
+    "data-vs-model-parallelism/overlap-buckets",
     "ddp-fundamentals/train",
     "ddp-fundamentals/accumulate",
     "ddp-fundamentals/evaluate",
