@@ -11,9 +11,11 @@ path: docs/architecture.md.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from grader import warm
 from grader.checks.base import Outcome, RankView, RunView, get_check
@@ -104,6 +106,10 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
     views: list[RunView] = []
     launches = plan_launches(job.spec)
     prewarm_for(job.spec, sandbox)
+    # `launch.resume`: each launch starts from the files the previous one left (grader.launcher);
+    # the directory goes when this function returns or raises (TemporaryDirectory's finalizer).
+    carried = tempfile.TemporaryDirectory(prefix="rdv-carry-") if job.spec.launch.resume else None
+    carry = Path(carried.name) if carried is not None else None
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
         if launch.faults and launch.reference is not None:
@@ -111,7 +117,7 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
-            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1))
+            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), carry)
         except SandboxUnavailable as exc:
             return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
@@ -123,6 +129,8 @@ def _grade(job: Job, emit: EventSink, sandbox_name: str | None, started: float) 
             return Result.platform_error(harness_error)
         if launch.reference is not None:
             view.reference = views[launch.reference]
+        if carry is not None and index:
+            view.resumed_from = views[index - 1]
         if not launch.judged:
             continue
         t1 = time.monotonic()

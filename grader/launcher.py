@@ -152,7 +152,10 @@ def run_launch(
     launch: Launch,
     sandbox: Sandbox,
     emit: Callable[[GradeEvent], None],
+    carry: Path | None = None,
 ) -> tuple[RunView, SandboxOutcome | None]:
+    """One launch in a fresh job dir. With `carry` (a directory of the host's, `launch.resume`)
+    the job dir starts from its files and they are replaced by what the launch left there."""
     spec = job.spec
     root = os.environ.get(JOBS_DIR_ENV)
     if root:
@@ -186,7 +189,7 @@ def run_launch(
             # A warm supervisor was started before this job: it takes these from the config.
             config["env"] = {k: v for k, v in env.items() if k in LATE_ENV}
             config["env_unset"] = [k for k in LATE_ENV if k not in env]
-        _stage(job_dir, job.code, config_name, config)
+        _stage(job_dir, job.code, config_name, config, carry=carry)
         request = SandboxRequest(
             workdir=job_dir,
             argv=[sys.executable, "-m", "grader.supervisor", config_name],
@@ -230,7 +233,7 @@ def run_launch(
             log.warning(
                 WARM_RERUN_LOG, job.submission_id, launch.world_size, back, view.platform_error
             )
-            _stage(job_dir, job.code, config_name, config, clear=True)
+            _stage(job_dir, job.code, config_name, config, clear=True, carry=carry)
             noise.clear()
             view = None
         if outcome is None or view is None:  # no warm sandbox (off, none ready, it died): cold
@@ -238,23 +241,52 @@ def run_launch(
             view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
         view.warm = outcome.warm
+        if carry is not None:
+            _carry_out(job_dir, carry)
         return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
 def _stage(
-    job_dir: Path, code: str, config_name: str, config: dict[str, Any], *, clear: bool = False
+    job_dir: Path,
+    code: str,
+    config_name: str,
+    config: dict[str, Any],
+    *,
+    clear: bool = False,
+    carry: Path | None = None,
 ) -> None:
-    """The job dir as a launch starts from it: the program and its config, nothing else."""
+    """The job dir as a launch starts from it: the program and its config, and the files the
+    previous launch left (`carry`), nothing else."""
     if clear:
         for entry in list(job_dir.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+    if carry is not None and carry.is_dir():
+        shutil.copytree(carry, job_dir, symlinks=True, dirs_exist_ok=True)
     (job_dir / "main.py").write_text(code, encoding="utf-8")
     (job_dir / config_name).write_text(json.dumps(config))
+
+
+CARRY_SKIP = (".tmp", ".home", "main.py")
+
+
+def _carry_out(job_dir: Path, carry: Path) -> None:
+    """What a launch left in its job dir, for the next launch: the grader's own files (config,
+    report, the private HOME and TMPDIR of an unsandboxed run) stay behind."""
+    shutil.rmtree(carry, ignore_errors=True)
+    with contextlib.suppress(OSError):  # shutil.Error too: what could be copied is
+        shutil.copytree(
+            job_dir,
+            carry,
+            symlinks=True,
+            ignore=lambda d, names: [
+                n for n in names if d == str(job_dir) and (n.startswith(".rdv-") or n in CARRY_SKIP)
+            ],
+        )
 
 
 def _view(
