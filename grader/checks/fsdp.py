@@ -56,6 +56,31 @@ def _replay(run: RunView) -> DcpReplay | None:
     return replays[-1] if replays else None
 
 
+def fresh(run: RunView, fn: Any, params: dict[str, Any]) -> Outcome:
+    """The first launch has nothing to resume: not judged, with the reason the launch that
+    resumed from it gives when it is not judged either (the reason a learner can act on)."""
+    after = next((s for s in run.siblings if s.resumed_from is run), None)
+    if after is not None:
+        outcome: Outcome = fn(after, params)
+        if outcome.status == "skip":
+            return outcome
+    return skipped(msg("fsdp.fresh", "Not judged: this launch started without a checkpoint."))
+
+
+def resumed_states(
+    run: RunView, prev: RunView
+) -> tuple[dict[int, FsdpState], dict[int, FsdpState], Outcome | None]:
+    """(what `prev` saved, what `run` trained from at its first step), or why not judged."""
+    saved, _ = _saved(prev)
+    start = _states(run, "first_step")
+    if not start:
+        reached = msg("fsdp.reached_step", "its first optimizer step")
+        return saved, start, run.not_reached(reached) or _no_fsdp(run)
+    if not saved:
+        return saved, start, _no_fsdp(prev)
+    return saved, start, None
+
+
 def _no_fsdp(run: RunView) -> Outcome:
     return run.not_reached(msg("fsdp.reached_model", "the model was sharded")) or failed(
         msg(
@@ -264,11 +289,10 @@ def _first_line(states: dict[int, FsdpState]) -> int | None:
 def fsdp_resumed_weights(run: RunView, params: dict[str, Any]) -> Outcome:
     prev = run.resumed_from
     if prev is None:
-        return skipped(msg("fsdp.fresh", "Not judged: this launch started without a checkpoint."))
-    saved, _ = _saved(prev)
-    start = _states(run, "first_step")
-    if not saved or not start:
-        return _no_fsdp(run if not start else prev)
+        return fresh(run, fsdp_resumed_weights, params)
+    saved, start, not_judged = resumed_states(run, prev)
+    if not_judged is not None:
+        return not_judged
     replay = _replay(prev)
     ref = _totals(saved)
     if replay is not None and not replay.error:
@@ -295,7 +319,10 @@ def fsdp_resumed_weights(run: RunView, params: dict[str, Any]) -> Outcome:
         got = now.get(name)
         if got is None or not (_close(got[0], total) and _close(got[1], squares)):
             why = (
-                msg("fsdp.why_loaded", "the checkpoint was loaded, but not into the model")
+                msg(
+                    "fsdp.why_loaded",
+                    "a checkpoint was read, but the model did not get its weights",
+                )
                 if loaded
                 else msg("fsdp.why_not_loaded", "no rank loaded a checkpoint")
             )

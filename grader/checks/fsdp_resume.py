@@ -11,23 +11,13 @@ from grader.checks.fsdp import (
     _first_line,
     _no_fsdp,
     _replay,
-    _saved,
     _short,
     _states,
     _totals,
+    fresh,
+    resumed_states,
 )
 from grader.i18n import msg
-
-
-def _fresh(run: RunView, fn: Any, params: dict[str, Any]) -> Outcome:
-    """The first launch has nothing to resume: not judged, with the reason the launch that
-    resumed from it gives when it is not judged either (the reason a learner can act on)."""
-    after = next((s for s in run.siblings if s.resumed_from is run), None)
-    if after is not None:
-        outcome: Outcome = fn(after, params)
-        if outcome.status == "skip":
-            return outcome
-    return skipped(msg("fsdp.fresh", "Not judged: this launch started without a checkpoint."))
 
 
 @check(
@@ -40,11 +30,10 @@ def _fresh(run: RunView, fn: Any, params: dict[str, Any]) -> Outcome:
 def fsdp_optimizer_resumed(run: RunView, params: dict[str, Any]) -> Outcome:
     prev = run.resumed_from
     if prev is None:
-        return _fresh(run, fsdp_optimizer_resumed, params)
-    saved, _ = _saved(prev)
-    start = _states(run, "first_step")
-    if not saved or not start:
-        return _no_fsdp(run if not start else prev)
+        return fresh(run, fsdp_optimizer_resumed, params)
+    saved, start, not_judged = resumed_states(run, prev)
+    if not_judged is not None:
+        return not_judged
     ref, now = _totals(saved), _totals(start)
     line = _first_line(start)
     kept = {name: v[2] for name, v in ref.items() if v[2] is not None}
@@ -121,7 +110,7 @@ def _steps_at_save(run: RunView) -> int | None:
 def fsdp_step_continues(run: RunView, params: dict[str, Any]) -> Outcome:
     prev = run.resumed_from
     if prev is None:
-        return _fresh(run, fsdp_step_continues, params)
+        return fresh(run, fsdp_step_continues, params)
     chain = _chain(run)
     first, before, now = chain[0], _replay(prev), _replay(run)
     if before is None or now is None or before.error or now.error:
