@@ -45,12 +45,13 @@ def fsdp_optimizer_resumed(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         )
     optimizer = next((e.optimizer for e in start.values() if e.optimizer), "optimizer")
-    if all(now.get(name, (0.0, 0.0, None))[2] is None for name in kept):
+    # No state, or the zeros set_state_dict/get_state_dict create before filling it.
+    if all(not now.get(name, (0.0, 0.0, None))[2] for name in kept):
         return failed(
             msg(
                 "fsdp.optimizer_empty",
-                "This run's {optimizer} took its first step {where} with no state: what it had "
-                "learnt in the {prev} ranks' run (its moments, its step count) was not "
+                "This run's {optimizer} took its first step {where} with a fresh state: what it "
+                "had learnt in the {prev} ranks' run (its moments, its step count) was not "
                 "restored, so it starts over as if training had just begun.",
                 optimizer=optimizer,
                 where=run.where(line),
