@@ -44,7 +44,10 @@ def replay(world: int, step: int, sums: list[float]) -> dict[str, Any]:
         "path": "/work/ckpt",
         "line": 40,
         "files": {f"__{r}_0.distcp": 2 for r in range(world)},
-        "tensors": {f"app.model.{n}": [float(f), s, abs(s)] for n, f, s in zip(NAMES, FULL, sums)},
+        "tensors": {
+            f"app.model.{n}": [float(f), s, abs(s)]
+            for n, f, s in zip(NAMES, FULL, sums, strict=True)
+        },
         "counters": {"app.step": step},
     }
 
