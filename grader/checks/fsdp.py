@@ -342,6 +342,17 @@ def fsdp_resumed_weights(run: RunView, params: dict[str, Any]) -> Outcome:
                 ),
                 line=line,
             )
+    if replay is None or replay.error:
+        return passed(
+            msg(
+                "fsdp.resumed_ok_plain",
+                "All {world} ranks started from the {n} parameters the {prev} ranks saved.",
+                world=run.world_size,
+                n=len(ref),
+                prev=prev.world_size,
+            ),
+            line=line,
+        )
     return passed(
         msg(
             "fsdp.resumed_ok",
