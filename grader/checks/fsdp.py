@@ -137,8 +137,8 @@ def fsdp_sharded(run: RunView, params: dict[str, Any]) -> Outcome:
     return passed(
         msg(
             "fsdp.sharded_ok",
-            "With {world} ranks all {n} parameters were DTensors; rank {rank} held {held} of "
-            "their {total} elements.",
+            "All {n} parameters were DTensors sharded over the {world} ranks; rank {rank} held "
+            "{held} of their {total} elements.",
             world=world,
             n=len(first.names),
             rank=min(states),
