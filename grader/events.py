@@ -779,4 +779,5 @@ class DcpReplay(Event):
     files: dict[str, int] = dataclasses.field(default_factory=dict)  # data file -> chunks
     tensors: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # [n, sum, sq]
     counters: dict[str, int] = dataclasses.field(default_factory=dict)  # its integer values
+    too_large: bool = False  # not read back (only `files`, from its metadata)
     error: str | None = None

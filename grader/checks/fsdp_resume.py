@@ -114,7 +114,7 @@ def fsdp_step_continues(run: RunView, params: dict[str, Any]) -> Outcome:
         return fresh(run, fsdp_step_continues, params)
     chain = _chain(run)
     first, before, now = chain[0], _replay(prev), _replay(run)
-    if before is None or now is None or before.error or now.error:
+    if before is None or now is None or any(r.error or r.too_large for r in (before, now)):
         return run.not_reached(msg("fsdp.reached_end", "the program ended")) or skipped(
             msg(
                 "fsdp.no_dcp_counter",

@@ -26,6 +26,8 @@ from grader.harness.tracer import Tracer, quiet, raw, wrap
 AFTER = ("ckpt",)
 MAX_PARAMS = 256
 MAX_VALUES = 400
+# A checkpoint larger than this is not read back (the files' list comes from its metadata).
+MAX_REPLAY_BYTES = 256 * 1024 * 1024
 FULLY_SHARD_HOMES = ("torch.distributed.fsdp", "torch.distributed._composable.fsdp")
 
 
@@ -152,6 +154,13 @@ def replay(path: str, line: int | None) -> DcpReplay:
         name = getattr(info, "relative_path", None)
         if isinstance(name, str):
             files[name] = files.get(name, 0) + 1
+    size = sum(
+        os.path.getsize(os.path.join(path, f))
+        for f in files
+        if os.path.isfile(os.path.join(path, f))
+    )
+    if size > MAX_REPLAY_BYTES:
+        return DcpReplay(path=path, line=line, files=files, too_large=True)
     with tempfile.TemporaryDirectory(prefix="rdv-dcp-") as tmp, _untraced():
         single = os.path.join(tmp, "export.pt")
         dcp_to_torch_save(path, single)
