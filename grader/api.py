@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from grader import judge
 from grader.checks.base import RunView, get_check
@@ -97,6 +99,10 @@ def _grade(
     # Plan.
     launches = plan_launches(job.spec)
     prewarm_for(job.spec, sandbox, pool)  # the warm pool readies this grading's launches
+    # `launch.resume`: each launch starts from the files the previous one left (launch.host);
+    # the directory goes when this function returns or raises (TemporaryDirectory's finalizer).
+    carried = tempfile.TemporaryDirectory(prefix="rdv-carry-") if job.spec.launch.resume else None
+    carry = Path(carried.name) if carried is not None else None
     # Run, each launch judged as it ends.
     for index, launch in enumerate(launches):
         emit(launch_event(launches, index))
@@ -105,7 +111,7 @@ def _grade(
             launch.faults = place_faults(launch.faults, views[launch.reference])
         t0 = time.monotonic()
         try:
-            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), pool)
+            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), pool, carry)
         except SandboxUnavailable as exc:
             return Result.platform_error(_no_sandbox(exc))
         run_ms += int((time.monotonic() - t0) * 1000)
@@ -117,6 +123,8 @@ def _grade(
             return Result.platform_error(harness_error)
         if launch.reference is not None:
             view.reference = views[launch.reference]
+        if carry is not None and index:
+            view.resumed_from = views[index - 1]
         if not launch.judged:
             continue
         t1 = time.monotonic()

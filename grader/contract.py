@@ -55,6 +55,9 @@ class LaunchSpec(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # Arguments passed to the learner's script after `main.py`.
     script_args: list[str] = Field(default_factory=list)
+    # Each launch after the first starts from the files the previous one left in its working
+    # directory (a checkpoint written at one world size, resumed at the next).
+    resume: bool = False
 
 
 class Limits(_Strict):

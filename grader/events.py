@@ -838,3 +838,45 @@ class OverlapLateWait(Event):
     n: int = 0
     k: int = 0
     line: int | None = None
+
+
+# fsdp-reshard (issue 25)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FsdpState(Event):
+    """The parameters of a model sharded with FSDP2 (`fully_shard`) and their optimizer state, as
+    this rank holds them: before the process's first optimizer step ("first_step": what a resumed
+    run trains from), at every distributed-checkpoint save ("save") and when the program ended
+    ("end")."""
+
+    KIND = "fsdp_state"
+    when: str = ""
+    line: int | None = None
+    steps: int = 0  # optimizer steps this process took before
+    names: list[str] = dataclasses.field(default_factory=list)  # parameter names in the model
+    dtensor: list[bool] = dataclasses.field(default_factory=list)
+    local: list[int] = dataclasses.field(default_factory=list)  # elements held by this rank
+    full: list[int] = dataclasses.field(default_factory=list)  # elements of the whole parameter
+    sums: list[float] = dataclasses.field(default_factory=list)  # of this rank's elements
+    squares: list[float] = dataclasses.field(default_factory=list)
+    # Per parameter: the sum of this rank's optimizer state tensors (None: no state yet).
+    opt_sums: list[float | None] = dataclasses.field(default_factory=list)
+    opt_step: float | None = None  # the largest "step" in the optimizer state
+    optimizer: str | None = None  # its class name
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DcpReplay(Event):
+    """Rank 0's last distributed-checkpoint save, read back in one process at the end of the
+    program (`dcp_to_torch_save`): which files hold its tensors' chunks, and a digest of every
+    value."""
+
+    KIND = "dcp_replay"
+    path: str | None = None
+    line: int | None = None
+    files: dict[str, int] = dataclasses.field(default_factory=dict)  # data file -> chunks
+    tensors: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # [n, sum, sq]
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)  # its integer values
+    too_large: bool = False  # not read back (only `files`, from its metadata)
+    error: str | None = None

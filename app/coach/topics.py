@@ -18,13 +18,11 @@ class Untaught:
 
 
 _TOPICS: list[tuple[re.Pattern[str], Untaught]] = [
-    (
-        re.compile(r"\bfsdp2?\b|fully ?sharded"),
-        Untaught("FSDP", "syncbn-sharded-state", "fsdp2-and-dcp"),
-    ),
     (re.compile(r"\bdeep ?speed\b"), Untaught("DeepSpeed", "syncbn-sharded-state", "zero-idea")),
+    # FSDP2, its DTensor parameters and torch.distributed.checkpoint are taught (lesson 3's
+    # fsdp-reshard exercise); building a device mesh for tensor parallelism is not.
     (
-        re.compile(r"\bmegatron\b|\bdtensor\b|device ?mesh"),
+        re.compile(r"\bmegatron\b|device ?mesh"),
         Untaught("Megatron-LM / DTensor", "data-vs-model-parallelism", "pipeline-and-tensor"),
     ),
     (re.compile(r"\bhorovod\b"), Untaught("Horovod", "data-vs-model-parallelism", "all-reduce")),
@@ -33,10 +31,6 @@ _TOPICS: list[tuple[re.Pattern[str], Untaught]] = [
         Untaught("torch.distributed.rpc", "data-vs-model-parallelism", "model-parallelism"),
     ),
     (re.compile(r"\bslurm\b|\bsbatch\b"), Untaught("Slurm", "torchrun-launch", "multi-node")),
-    (
-        re.compile(r"\bdcp\b|torch\.distributed\.checkpoint"),
-        Untaught("torch.distributed.checkpoint", "syncbn-sharded-state", "fsdp2-and-dcp"),
-    ),
 ]
 
 

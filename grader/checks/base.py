@@ -144,6 +144,8 @@ class RunView:
     nnodes: int = 1
     faults: list[dict[str, Any]] = field(default_factory=list)
     reference: RunView | None = None
+    # The launch whose working directory this one started from (`launch.resume`).
+    resumed_from: RunView | None = None
     # The other judged launches of the same submission (other world sizes).
     siblings: list[RunView] = field(default_factory=list)
     # How it ran: in a pre-started sandbox, and with how many ranks a spare interpreter served.

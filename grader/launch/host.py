@@ -79,8 +79,11 @@ def run_launch(
     sandbox: Sandbox,
     emit: Callable[[GradeEvent], None],
     pool: Pool | None = None,
+    carry: Path | None = None,
 ) -> tuple[RunView, SandboxOutcome | None]:
-    """One launch: in a prepared sandbox of `pool` when it has one, else cold."""
+    """One launch in a fresh job dir: in a prepared sandbox of `pool` when it has one, else cold.
+    With `carry` (a directory of the host's, `launch.resume`) the job dir starts from its files and
+    they are replaced by what the launch left there."""
     spec = job.spec
     root = settings().jobs_dir
     if root is not None:
@@ -112,7 +115,7 @@ def run_launch(
             env={k: v for k, v in env.items() if k in LATE_ENV} if backend is not None else {},
             env_unset=tuple(k for k in LATE_ENV if k not in env) if backend is not None else (),
         )
-        _stage(job_dir, job.code, config_name, config)
+        _stage(job_dir, job.code, config_name, config, carry=carry)
         request = SandboxRequest(
             workdir=job_dir,
             argv=[sys.executable, "-m", "grader.inside.supervisor", config_name],
@@ -152,7 +155,7 @@ def run_launch(
             log.warning(
                 WARM_RERUN_LOG, job.submission_id, launch.world_size, back, view.platform_error
             )
-            _stage(job_dir, job.code, config_name, config, clear=True)
+            _stage(job_dir, job.code, config_name, config, clear=True, carry=carry)
             noise.clear()
             view = None
         if outcome is None or view is None:  # no warm sandbox (off, none ready, it died): cold
@@ -160,23 +163,52 @@ def run_launch(
             view = _view(job, launch, outcome, report_path, noise)
         view.nnodes, view.faults = launch.nnodes, launch.faults
         view.warm = outcome.warm
+        if carry is not None:
+            _carry_out(job_dir, carry)
         return view, outcome
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
 
 
 def _stage(
-    job_dir: Path, code: str, config_name: str, config: SupervisorConfig, *, clear: bool = False
+    job_dir: Path,
+    code: str,
+    config_name: str,
+    config: SupervisorConfig,
+    *,
+    clear: bool = False,
+    carry: Path | None = None,
 ) -> None:
-    """The job dir as a launch starts from it: the program and its config, nothing else."""
+    """The job dir as a launch starts from it: the program and its config, and the files the
+    previous launch left (`carry`), nothing else."""
     if clear:
         for entry in list(job_dir.iterdir()):
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+    if carry is not None and carry.is_dir():
+        shutil.copytree(carry, job_dir, symlinks=True, dirs_exist_ok=True)
     (job_dir / "main.py").write_text(code, encoding="utf-8")
     (job_dir / config_name).write_text(config.to_json())
+
+
+CARRY_SKIP = (".tmp", ".home", "main.py")
+
+
+def _carry_out(job_dir: Path, carry: Path) -> None:
+    """What a launch left in its job dir, for the next launch: the grader's own files (config,
+    report, the private HOME and TMPDIR of an unsandboxed run) stay behind."""
+    shutil.rmtree(carry, ignore_errors=True)
+    with contextlib.suppress(OSError):  # shutil.Error too: what could be copied is
+        shutil.copytree(
+            job_dir,
+            carry,
+            symlinks=True,
+            ignore=lambda d, names: [
+                n for n in names if d == str(job_dir) and (n.startswith(".rdv-") or n in CARRY_SKIP)
+            ],
+        )
 
 
 def _view(

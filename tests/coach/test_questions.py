@@ -125,9 +125,9 @@ def test_off_topic_questions_are_told_so_never_given_unrelated_steps(
         answer = ask_about(client, auth, submission.id, locale, question)
         assert str(answer["answer"]) == translate(locale, NOT_COVERED), question
         assert answer["sources"] == [], question
-    fsdp = ask_about(client, auth, submission.id, question="How do I shard my model with FSDP2?")
-    assert str(fsdp["answer"]).startswith("This course does not teach FSDP.")
-    assert [source["step_id"] for source in fsdp["sources"]] == ["fsdp2-and-dcp"]  # type: ignore[union-attr]
+    slurm = ask_about(client, auth, submission.id, question="How do I launch this with sbatch?")
+    assert str(slurm["answer"]).startswith("This course does not teach Slurm.")
+    assert [source["step_id"] for source in slurm["sources"]] == ["multi-node"]  # type: ignore[union-attr]
 
 
 def test_a_turkish_question_on_an_english_page_is_answered_in_turkish_and_says_so(

@@ -25,6 +25,7 @@ CONTRACT_EXERCISES = {
     "ddp-fundamentals/evaluate",
     "syncbn-sharded-state/syncbn",
     "syncbn-sharded-state/zero-checkpoint",
+    "syncbn-sharded-state/fsdp-reshard",
     "torchrun-launch/env-launch",
     "torchrun-launch/elastic-resume",
     "torchrun-launch/find-the-hang",

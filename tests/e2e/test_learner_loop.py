@@ -84,7 +84,11 @@ def test_a_pass_offers_what_comes_next_in_the_sequence(page: Any) -> None:
     offer = first.locator('[data-role="next"] a')
     assert offer.get_attribute("href") == "#exercise-zero-checkpoint"
     assert "Next exercise" in offer.inner_text()
-    last = open_exercise(page, "zero-checkpoint", lesson_3)
+    second = open_exercise(page, "zero-checkpoint", lesson_3)
+    show(second, passed_result())
+    offer = second.locator('[data-role="next"] a')
+    assert offer.get_attribute("href") == "#exercise-fsdp-reshard"
+    last = open_exercise(page, "fsdp-reshard", lesson_3)
     show(last, passed_result())
     offer = last.locator('[data-role="next"] a')
     assert offer.is_visible()

@@ -35,6 +35,8 @@ def _digest(params: list[torch.Tensor]) -> tuple[str, list[float], list[float]]:
     squares: list[float] = []
     with torch.no_grad():
         for p in params:
+            to_local = getattr(p, "to_local", None)  # a DTensor (FSDP2): this rank's shard
+            p = to_local() if callable(to_local) else p
             flat = p.detach().reshape(-1)
             if large and flat.numel() > DIGEST_SAMPLE:
                 step = max(1, flat.numel() // DIGEST_SAMPLE)
