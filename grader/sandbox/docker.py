@@ -159,9 +159,9 @@ class DockerSandbox:
     def reap_orphans(self, *, include_own: bool = False) -> list[str]:
         """Remove sandbox containers left behind by dead workers (see grader.sandbox.reaper);
         `include_own` when this worker starts: its earlier life's sandboxes too."""
-        from grader.sandbox import reaper
+        from grader.sandbox.reaper import reap
 
-        return reaper.reap(self.connect(), worker_container(), include_own=include_own)
+        return reap(self.connect(), worker_container(), include_own=include_own)
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
         """A cold launch: the box started with the request's work dir and command."""

@@ -18,6 +18,7 @@ from grader.sandbox.base import Preparation, SandboxRequest
 from grader.sandbox.bwrap import BwrapBox, BwrapSandbox
 from grader.sandbox.pool import Pool, open_pool
 from grader.sandbox.pool_plan import WarmKey
+from grader.settings import reset
 from tests.grader.sandbox_helpers import host_uid
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,11 +48,14 @@ def test_launches_that_differ_only_in_what_a_job_sets_late_share_a_sandbox(
 
 def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(pool_plan.POOL_ENV, "0")
+    reset()  # grader.settings reads the environment once: again now
     assert pool_plan.pool_size() == 0
     assert open_pool() is None
     monkeypatch.setenv(pool_plan.POOL_ENV, "3")
+    reset()
     assert pool_plan.pool_size() == 3
     monkeypatch.delenv(pool_plan.POOL_ENV)
+    reset()
     monkeypatch.setattr(pool_plan, "_available_mib", lambda: 24 * 1024)
     monkeypatch.setattr(pool_plan, "usable_cores", lambda: 1)
     assert pool_plan.pool_size() == 2  # the next launch of a grading ready while one runs

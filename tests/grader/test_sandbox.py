@@ -15,15 +15,18 @@ from grader.sandbox.bwrap import BwrapPlan, BwrapSandbox, bwrap_argv, runtime_pa
 from grader.sandbox.docker import DockerSandbox, container_kwargs
 from grader.sandbox.nosandbox import NoSandbox
 from grader.sandbox.process import OutputCap
+from grader.settings import reset
 from tests.grader.sandbox_helpers import processes_with, run_python, token
 
 
 def test_get_sandbox_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RDV_SANDBOX", raising=False)
+    reset()
     assert isinstance(get_sandbox(), BwrapSandbox)
     assert isinstance(get_sandbox("none"), NoSandbox)
     assert isinstance(get_sandbox("docker"), DockerSandbox)
     monkeypatch.setenv("RDV_SANDBOX", "none")
+    reset()  # grader.settings reads the environment once: again now
     assert get_sandbox().name == "none"
     with pytest.raises(ValueError, match="unknown sandbox"):
         get_sandbox("chroot")
