@@ -42,7 +42,7 @@ def coach_locale(
             max_length=16,
             description="The page's language ("
             + ", ".join(SUPPORTED_LOCALES)
-            + "): after the language chooser's cookie `rdv_locale`, before `Accept-Language`. "
+            + "): before the language chooser's cookie `rdv_locale` and `Accept-Language`. "
             "The coach answers a question written in another of these languages in that "
             "language, and says so.",
             examples=["tr"],

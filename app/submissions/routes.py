@@ -22,7 +22,6 @@ from app.submissions.backends import GradingBackend
 from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.rendering import (
-    ResultLocaleDep,
     render_event,
     render_result,
     render_summary,
@@ -144,7 +143,7 @@ def create_submission(
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[
@@ -184,7 +183,7 @@ def read_submission(
     response: Response,
     session: SessionDep,
     learner: CurrentLearner,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     submission_id: uuid.UUID,
 ) -> SubmissionPublic:
     """One of the learner's own submissions, with its Result once graded, in the viewer's
@@ -204,7 +203,7 @@ def submission_events(
     session: SessionDep,
     sessions: SessionFactoryDep,
     auth: CurrentAuth,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     submission_id: uuid.UUID,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:

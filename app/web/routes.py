@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from itertools import pairwise
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -229,10 +229,20 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _without_locale(target: str) -> str:
+    parts = urlsplit(target)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(key, value) for key, value in query if key != "locale"]
+    if len(kept) == len(query):
+        return target
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
 @router.get("/locale/{code}")
 def choose_locale(code: str, next: str | None = None) -> Response:
-    """The language chooser: remember the choice in a cookie, then go back to the page."""
-    response = RedirectResponse(_safe_next(next), status_code=303)
+    """The language chooser: remember the choice in a cookie, then go back to the page, without
+    its `?locale=` (which would win over the cookie)."""
+    response = RedirectResponse(_without_locale(_safe_next(next)), status_code=303)
     locale = normalize_locale(code)
     if locale is not None:
         response.set_cookie(

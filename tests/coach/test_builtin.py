@@ -12,11 +12,12 @@ from app.coach.cases import localize_fragments
 from app.coach.guard import SolutionGuard
 from app.content import service as content
 from app.i18n import translate
-from grader.i18n import localize_check
+from grader.i18n import LOCALES as SUPPORTED_LOCALES
+from grader.i18n import TRANSLATED_LOCALES, localize_check
 from tests.coach.conftest import EXERCISE, RUNS, GradedFactory, ask_about, run_of
 
 CASES = sorted(path.name for path in RUNS.iterdir() if (path / "result.json").is_file())
-LOCALES = ("en", "tr", "pt-BR")
+LOCALES = SUPPORTED_LOCALES
 
 
 def failed_checks(case: str) -> list[dict[str, object]]:
@@ -121,7 +122,7 @@ def test_a_passing_run_has_nothing_to_explain_and_points_at_steps(
     )
 
 
-@pytest.mark.parametrize("locale", ("tr", "pt-BR"))
+@pytest.mark.parametrize("locale", TRANSLATED_LOCALES)
 def test_the_graders_evidence_is_quoted_in_the_learners_language(
     client: TestClient, auth: dict[str, str], graded: GradedFactory, locale: str
 ) -> None:
