@@ -88,11 +88,11 @@ def test_hints_escalate_over_failed_attempts(
     for _attempt in range(4):
         submission = graded("bug_no_set_epoch")
         seen.append(str(ask_about(client, auth, submission.id, "pt-BR")["answer"]))
-    assert levels.nudge.pt_BR and levels.nudge.pt_BR in seen[0]
-    assert levels.pointer.pt_BR and levels.pointer.pt_BR in seen[1]
-    assert levels.fix.pt_BR and levels.fix.pt_BR in seen[2]
-    assert levels.fix.pt_BR in seen[3]
-    assert levels.nudge.pt_BR not in seen[1] and levels.pointer.pt_BR not in seen[2]
+    assert levels.nudge.get("pt-BR") and levels.nudge.get("pt-BR") in seen[0]
+    assert levels.pointer.get("pt-BR") and levels.pointer.get("pt-BR") in seen[1]
+    assert levels.fix.get("pt-BR") and levels.fix.get("pt-BR") in seen[2]
+    assert levels.fix.get("pt-BR") in seen[3]
+    assert levels.nudge.get("pt-BR") not in seen[1] and levels.pointer.get("pt-BR") not in seen[2]
 
 
 def test_another_learners_failures_do_not_escalate_mine(
