@@ -3,7 +3,8 @@ workers (`grader/worker.py`) say to each other through procrastinate on PostgreS
 
 Task names, queues, the payload of each task, the schema set-up, the stalled-job policy and the
 message a learner sees when the grading machine was lost live here once; both sides import this
-module (`grader/` never imports `app/`, and `app/` may import `grader`).
+module (`grader/` never imports `app/`; what `app/` may import: docs/architecture.md, "The
+app/grader boundary").
 """
 
 from __future__ import annotations

@@ -24,10 +24,9 @@ from app.coach.schemas import (
     StruggleReport,
 )
 from app.content.schemas import SLUG_PATTERN
-from app.db import SessionDep
+from app.db import SessionDep, SessionFactory
 from app.errors import error_responses
 from app.i18n import SUPPORTED_LOCALES, resolve_locale
-from app.submissions.routes import SessionFactory
 
 api_router = APIRouter(tags=["coach"])
 

@@ -14,11 +14,9 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from typing import Protocol
 
-from sqlalchemy.orm import Session
-
+from app.db import SessionFactory
 from app.submissions import jobs
 from app.submissions import repository as repo
 from app.submissions.events import Batch, EventBuffer
@@ -28,7 +26,6 @@ from grader.contract import GradeEvent, Job, Result
 
 log = logging.getLogger(__name__)
 
-SessionFactory = Callable[[], AbstractContextManager[Session]]
 GradeFn = Callable[..., Result]  # grade(job, *, on_event=...) -> Result
 
 

@@ -11,14 +11,15 @@ import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.db import utcnow
 from app.submissions import repository as repo
 from app.submissions.exercises import SpecLookup
-from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission, utcnow
+from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission
 from grader.contract import Job, Result
 from grader.i18n import Message, msg
 from grader.queue_protocol import worker_lost
@@ -136,7 +137,7 @@ def complete(
     if submission is None:
         return False
     if submission.started_at is not None and not result.timings_ms.queued:
-        queued_ms = (_aware(submission.started_at) - _aware(submission.created_at)).total_seconds()
+        queued_ms = (submission.started_at - submission.created_at).total_seconds()
         result.timings_ms.queued = max(0, int(queued_ms * 1000))
     status = ERROR if result.status == "error" else DONE
     payload = result.model_dump(mode="json")
@@ -213,7 +214,7 @@ def reclaim_stale(
     requeued: list[uuid.UUID] = []
     ended: list[uuid.UUID] = []
     for submission in repo.running(session):
-        expired = submission.heartbeat_at is None or _aware(submission.heartbeat_at) < deadline
+        expired = submission.heartbeat_at is None or submission.heartbeat_at < deadline
         if not (expired or owner_is_gone(submission.lease_owner, me)):
             continue
         if submission.attempts < max_attempts:
@@ -235,8 +236,3 @@ def reclaim_stale(
 
 def is_unfinished(status: str) -> bool:
     return status in (QUEUED, RUNNING)
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; everything here is UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

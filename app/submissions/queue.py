@@ -18,11 +18,11 @@ import procrastinate
 import psycopg
 from procrastinate import exceptions as pq_errors
 
+from app.db import SessionFactory, utcnow
 from app.submissions import jobs
 from app.submissions import repository as repo
-from app.submissions.backends import SessionFactory
 from app.submissions.exercises import SpecLookup, spec_from_content
-from app.submissions.models import Submission, utcnow
+from app.submissions.models import Submission
 from grader import queue_protocol as protocol
 from grader.contract import Job, Result
 from grader.i18n import Message

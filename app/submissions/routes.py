@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
@@ -14,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.auth import service as auth_service
 from app.auth.deps import CurrentAuth, CurrentLearner
-from app.db import SessionDep, unit_of_work
+from app.db import SessionDep, SessionFactory, unit_of_work
 from app.errors import ErrorBody, ValidationErrorBody
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
@@ -47,8 +45,6 @@ SSE_EXAMPLES = {
         "value": 'event: signed_out\ndata: {"message":"This device was signed out."}\n\n'
     },
 }
-
-SessionFactory = Callable[[], AbstractContextManager[Session]]
 
 
 def get_session_factory() -> SessionFactory:

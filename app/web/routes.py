@@ -17,8 +17,8 @@ from app.content.localized import LocalizedLesson
 from app.content.service import QuizVerdict
 from app.content.shuffle import learner_seed, shuffled_for
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
+from app.templating import render
 from app.web.progress import CourseProgressDep, LessonStandingView, ProgressDep
-from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
 

@@ -187,7 +187,7 @@ class TestWithFixtureLessons:
     ) -> None:
         fallback = get_page(client, "/lessons/second-lesson", "en").text
         assert "# TODO: print hello from every rank" in fallback
-        from app.web import templating
+        from app import templating
 
         partial = "EXERCISE {{ exercise.id }} | {{ exercise.title }} | {{ exercise.prompt_html }}"
         loader = jinja2.ChoiceLoader(

@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.i18n import SUPPORTED_LOCALES
+from app.templating import STATIC_DIR, static_url
 from app.web import pwa
-from app.web.templating import STATIC_DIR, static_url
 
 
 def _manifest(client: TestClient, locale: str) -> dict[str, object]:
