@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.auth import service as auth_service
 from app.auth.deps import CurrentAuth, CurrentLearner
 from app.db import SessionDep, SessionFactory, unit_of_work
-from app.errors import ErrorBody, ValidationErrorBody
+from app.errors import error_responses
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
 from app.submissions.backends import GradingBackend
@@ -64,15 +64,6 @@ IdempotencyKey = Annotated[
 ]
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
-    """Documented error answers: `{code, message}`; 422 adds `details` per field."""
-    documented: dict[int | str, dict[str, object]] = {
-        status: {"model": ErrorBody} for status in statuses
-    }
-    documented[422] = {"model": ValidationErrorBody}
-    return documented
-
-
 def _wake_after_commit(request: Request, session: Session) -> None:
     """Tell the backend once the submission is committed, so a rollback never queues a ghost."""
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
@@ -100,7 +91,7 @@ def _public(session: Session, submission: Submission, locale: str) -> Submission
     "/submissions",
     status_code=202,
     response_model=SubmissionAccepted,
-    responses=_errors(401, 403, 404, 409, 413, 429),
+    responses=error_responses(401, 403, 404, 409, 413, 429, 422),
 )
 def create_submission(
     request: Request,
@@ -135,7 +126,7 @@ def create_submission(
     )
 
 
-@api_router.get("/submissions", response_model=SubmissionList, responses=_errors(401))
+@api_router.get("/submissions", response_model=SubmissionList, responses=error_responses(401, 422))
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
@@ -173,7 +164,9 @@ def list_submissions(
 
 
 @api_router.get(
-    "/submissions/{submission_id}", response_model=SubmissionPublic, responses=_errors(401, 404)
+    "/submissions/{submission_id}",
+    response_model=SubmissionPublic,
+    responses=error_responses(401, 404, 422),
 )
 def read_submission(
     response: Response,
@@ -192,7 +185,7 @@ def read_submission(
 @api_router.get(
     "/submissions/{submission_id}/events",
     response_class=StreamingResponse,
-    responses={200: event_schemas.openapi_response(), **_errors(401, 404)},
+    responses={200: event_schemas.openapi_response(), **error_responses(401, 404, 422)},
 )
 def submission_events(
     request: Request,
@@ -230,7 +223,10 @@ def submission_events(
 @api_router.get(
     "/drafts/{exercise:path}",
     response_model=DraftPublic,
-    responses={**_errors(401, 404), 204: {"description": "No draft, with `missing=empty`."}},
+    responses={
+        **error_responses(401, 404, 422),
+        204: {"description": "No draft, with `missing=empty`."},
+    },
 )
 def read_draft(
     request: Request,
@@ -258,7 +254,7 @@ def read_draft(
 @api_router.put(
     "/drafts/{exercise:path}",
     response_model=DraftPublic,
-    responses=_errors(401, 403, 404, 409, 413),
+    responses=error_responses(401, 403, 404, 409, 413, 422),
 )
 def save_draft(
     request: Request,
@@ -280,7 +276,9 @@ def save_draft(
     return DraftPublic.model_validate(draft)
 
 
-@api_router.delete("/drafts/{exercise:path}", status_code=204, responses=_errors(401, 403, 404))
+@api_router.delete(
+    "/drafts/{exercise:path}", status_code=204, responses=error_responses(401, 403, 404, 422)
+)
 def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseId) -> Response:
     """Forget the draft ("reset to starter")."""
     service.delete_draft(session, user_id=learner.id, exercise=exercise)

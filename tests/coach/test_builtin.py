@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.coach.cases import localize_fragments
 from app.coach.guard import SolutionGuard
 from app.content import service as content
 from app.i18n import translate
@@ -47,8 +46,8 @@ def test_each_failed_check_is_explained_from_its_evidence(
     for number, check in enumerate(failed_checks(case)):
         shown = localize_check(check, locale)  # as the submissions API shows it in `locale`
         assert str(shown["title"]) in text
-        # What happened, as the grader saw it (its English fragments in the learner's language).
-        assert localize_fragments(str(shown["message"]), locale) in text
+        # What happened, as the grader saw it, in the learner's language (as the API shows it).
+        assert str(shown["message"]) in text
         if check["rank"] is not None and check["line"] is not None:
             where = translate(locale, "rank {rank}, line {line}").format(**check)
             assert where in text
