@@ -1,6 +1,6 @@
 """gzip for the responses the app writes itself: HTML pages and API JSON of 1 KiB or more.
 
-Static assets are compressed on their own, once per file version (`app/web/assets.py`: they
+Static assets are compressed on their own, once per file version (`app/assets.py`: they
 arrive here with `Content-Encoding` set and pass through); event streams (`text/event-stream`)
 and responses under `MIN_BYTES` go out as they are (Starlette's `GZipMiddleware` rules). A lesson
 page's HTML (about 116 KB) travels as about 18 KB.

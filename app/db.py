@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Any
 
 from fastapi import Depends
-from sqlalchemy import MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy import DateTime, MetaData, create_engine, event
+from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
 
 from app.config import get_settings
 
@@ -23,8 +25,38 @@ NAMING_CONVENTION = {
 }
 
 
+# A unit of work outside a request (a backend's transaction, a stream's short reads): call it,
+# enter it, and it commits on a clean exit.
+SessionFactory = Callable[[], AbstractContextManager[Session]]
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def utcnow() -> datetime:
+    """Now, as an aware UTC datetime: the one clock of every table's timestamps."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp column that always reads back as an aware UTC datetime: PostgreSQL keeps the
+    zone (timestamptz), SQLite hands back naive values, which are UTC (everything is written in
+    UTC). A naive value written is taken as UTC too."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """`moment` as aware UTC (a naive one is UTC already)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def make_engine(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,8 +20,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.client import safe_next
+from app.config import get_settings
 from app.errors import N_, AppError
 from app.i18n import resolve_locale, translate
+from app.templating import render
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,6 @@ def error_response(
     if params:
         text = text.format(**params)
     if wants_page(request):
-        from app.web.templating import render  # the web layer owns templating
-
         response: Response = render(
             request, "web/error.html", status_code=status_code, locale=locale, message=text
         )
@@ -84,11 +86,36 @@ def error_response(
     return response
 
 
+def form_expired_page(request: Request, status_code: int = 403) -> Response:
+    """The page a form post gets when its CSRF check fails: nothing was saved, go back."""
+    response = render(request, "auth/form_expired.html", back=_back_target(request))
+    response.status_code = status_code
+    return response
+
+
+def _back_target(request: Request) -> str:
+    """Where the form came from: the Referer when it is a page on this site, else the page that
+    holds the form the request posted (the lesson for a quiz answer), else the course."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    own = {urlsplit(get_settings().base_url).netloc, request.headers.get("host", "")}
+    if referer.scheme in ("http", "https") and referer.netloc and referer.netloc in own:
+        back = (referer.path or "/") + (f"?{referer.query}" if referer.query else "")
+        return safe_next(back)
+    path = request.url.path
+    if path in ("/login", "/register"):
+        return path
+    if path.startswith("/account/"):
+        return "/account/devices"
+    parts = path.split("/")
+    if len(parts) > 3 and parts[1] == "lessons" and parts[2]:  # /lessons/<id>/quiz/<question>
+        query = request.url.query
+        return f"/lessons/{quote(parts[2], safe='')}" + (f"?{query}" if query else "")
+    return "/"
+
+
 async def handle_app_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, AppError)
     if exc.code == "csrf_failed" and wants_page(request):
-        from app.auth.pages import form_expired_page
-
         return form_expired_page(request, exc.status_code)
     return error_response(
         request, exc.status_code, exc.code, exc.message, headers=exc.headers, params=exc.params

@@ -61,7 +61,9 @@ class ValidationErrorBody(ErrorBody):
     details: list[ValidationIssue] = Field(default_factory=list)
 
 
-# Stable codes, the status they come with, and what they mean (README lists them too).
+# Every stable code, the status it comes with, and what it means (README lists them too).
+# Complete: tests/api/test_error_codes.py fails on an AppError subclass or a raised code that is
+# missing here or has another status.
 ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid_request": (422, "The request body, query or path did not validate."),
     "weak_password": (422, "The password is too common or too simple."),
@@ -75,6 +77,19 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "too_large": (413, "The request body is larger than the server accepts."),
     "rate_limited": (429, "Too many attempts; retry after the Retry-After seconds."),
     "too_many_requests": (429, "Too many requests of yours at once; retry after Retry-After."),
+    "reset_token_invalid": (400, "The password reset link is unknown, used or expired."),
+    "submission_error": (400, "The submission could not be accepted."),
+    "code_too_large": (413, "The submitted program is larger than the server accepts."),
+    "draft_too_large": (413, "The draft is larger than the server keeps."),
+    "code_empty": (422, "The submitted program is empty."),
+    "invalid_date": (422, "A day is not written as YYYY-MM-DD."),
+    "too_many_in_flight": (429, "Too many of your submissions are waiting to be graded."),
+    "exercise_not_found": (404, "No exercise has that id."),
+    "submission_not_found": (404, "None of your submissions has that id."),
+    "draft_not_found": (404, "You have no draft for that exercise."),
+    "idempotency_key_reused": (409, "The Idempotency-Key was sent before with another body."),
+    "draft_conflict": (409, "The draft changed on another device since the version you edited."),
+    "instructors_only": (403, "Only instructors may see this."),
     "internal_error": (500, "The server failed; nothing was changed. Retry later."),
     "lesson_unavailable": (503, "The lesson's file is broken right now; the others work."),
     "busy": (503, "The server is busy; retry after the Retry-After seconds."),

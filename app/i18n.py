@@ -1,8 +1,12 @@
 """Locales: which one a request gets, and the interface strings' translations (Babel/gettext).
 
-Precedence: the chooser's cookie `rdv_locale`, then `?locale=`, then Accept-Language,
-then English. Catalogs live in app/locales/<ll_CC>/LC_MESSAGES/messages.po; `make translations`
-compiles them to .mo, and a missing or stale .mo is compiled in memory from the .po.
+One negotiation for every path (pages, API, SSE, coach, results and platform errors):
+`?locale=`, then the language chooser's cookie `rdv_locale`, then Accept-Language, then
+English (`negotiate`, `resolve_locale`). The supported locales are defined once, in
+`grader.i18n.LOCALES` (the grader renders its messages in them too); docs/translating.md lists
+every place a new one touches. Interface catalogs live in app/locales/<ll_CC>/LC_MESSAGES/
+messages.po; `make translations` compiles them to .mo, and a missing or stale .mo is compiled
+in memory from the .po.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from babel.messages.pofile import read_po
 from babel.support import Translations
 from fastapi import Depends, Request
 
+from grader.i18n import LOCALES
+
 log = logging.getLogger(__name__)
 
-SUPPORTED_LOCALES: tuple[str, ...] = ("en", "tr", "pt-BR")
+SUPPORTED_LOCALES: tuple[str, ...] = LOCALES
 DEFAULT_LOCALE = "en"
 LOCALE_COOKIE = "rdv_locale"
+# Each locale's name in itself, for the language chooser; a locale without one shows its code.
 LOCALE_NAMES: dict[str, str] = {"en": "English", "tr": "Türkçe", "pt-BR": "Português (Brasil)"}
 LOCALES_DIR = Path(__file__).resolve().parent / "locales"
 DOMAIN = "messages"
@@ -60,8 +67,20 @@ def parse_accept_language(header: str) -> list[str]:
     return [tag for _, _, tag in sorted(weighted)]
 
 
-def negotiate(cookie: str | None, query: str | None, accept_language: str | None) -> str:
-    for candidate in (cookie, query):
+def locale_name(locale: str) -> str:
+    return LOCALE_NAMES.get(locale, locale)
+
+
+def negotiate(
+    *,
+    query: str | None = None,
+    cookie: str | None = None,
+    accept_language: str | None = None,
+) -> str:
+    """The one precedence: `?locale=` (this request asks), then the chooser's cookie (the
+    learner's standing choice), then Accept-Language (the browser's), then English. Unknown or
+    empty values are skipped, never fatal."""
+    for candidate in (query, cookie):
         locale = normalize_locale(candidate)
         if locale is not None:
             return locale
@@ -73,11 +92,11 @@ def negotiate(cookie: str | None, query: str | None, accept_language: str | None
 
 
 def resolve_locale(request: Request) -> str:
-    """The locale for this request: cookie, then ?locale=, then Accept-Language."""
+    """The locale for this request (see `negotiate`)."""
     return negotiate(
-        request.cookies.get(LOCALE_COOKIE),
-        request.query_params.get("locale"),
-        request.headers.get("accept-language"),
+        query=request.query_params.get("locale"),
+        cookie=request.cookies.get(LOCALE_COOKIE),
+        accept_language=request.headers.get("accept-language"),
     )
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
@@ -36,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.admission import SCOPE_KEY as SLOT_KEY
 from app.admission import Slot
+from app.client import client_ip
 from app.error_handlers import BUSY_MESSAGE, error_response, handle_http
 from app.errors import N_
 from app.request_body import SLOW_BODY, Disconnected, SlowBody, has_body, read_body, replay
@@ -292,31 +292,3 @@ def _cookie(header: str, name: str) -> str | None:
         if key == name and value:
             return value
     return None
-
-
-def request_ip(request: Request) -> str:
-    """The caller's address; X-Forwarded-For counts only from RDV_TRUSTED_PROXIES."""
-    trusted = request.app.state.settings.trusted_proxies.split(",")
-    peer = request.client.host if request.client else None
-    return client_ip(peer, request.headers.get("x-forwarded-for"), trusted)
-
-
-def client_ip(peer: str | None, forwarded_for: str | None, trusted: Iterable[str]) -> str:
-    """The client's address: the peer's, unless the peer is a trusted proxy; then the last
-    address in X-Forwarded-For that is not itself a trusted proxy (anyone can write the rest)."""
-    proxies = {_canonical(p) for p in trusted if p.strip()}
-    address = _canonical(peer or "unknown")
-    if address not in proxies or not forwarded_for:
-        return address
-    for hop in reversed([h.strip() for h in forwarded_for.split(",") if h.strip()]):
-        hop = _canonical(hop)
-        if hop not in proxies:
-            return hop
-    return address
-
-
-def _canonical(address: str) -> str:
-    try:
-        return str(ipaddress.ip_address(address.strip()))
-    except ValueError:
-        return address.strip()[:64]

@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from app.analytics import routes as analytics_routes
+from app.assets import Assets
 from app.auth import account_pages
 from app.auth import pages as auth_pages
 from app.auth import routes as auth_routes
@@ -41,10 +42,9 @@ from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
 from app.submissions.backends import GradingBackend, make_backend
+from app.templating import add_context_processor
 from app.web import api_docs, pwa
 from app.web import routes as web_routes
-from app.web.assets import Assets
-from app.web.templating import add_context_processor
 
 API_PREFIX = "/api/v1"
 

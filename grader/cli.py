@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
         "--locale",
         choices=LOCALES,
         default="en",
-        help="the language of the report and of the Result's texts (en, tr, pt-BR)",
+        help="the language of the report and of the Result's texts (" + ", ".join(LOCALES) + ")",
     )
     g.add_argument("--quiet", action="store_true", help="do not stream the ranks' output")
     return parser

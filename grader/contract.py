@@ -1,7 +1,8 @@
 """The grader's contract: Job in, Result out (docs/architecture.md, "The grader's contract").
 
-`app/` may import this module and nothing else from `grader/`. The exercise's `grading` block in
-its lesson YAML is an `ExerciseSpec`. A Result is written as JSON with `Result.model_dump_json()`.
+`app/` imports it, among the few grader modules docs/architecture.md's boundary line names
+(checked by tests/test_architecture.py). The exercise's `grading` block in its lesson YAML is
+an `ExerciseSpec`. A Result is written as JSON with `Result.model_dump_json()`.
 """
 
 from __future__ import annotations

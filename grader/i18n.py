@@ -24,7 +24,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-LOCALES = ("en", "tr", "pt-BR")
+# Every supported locale, defined once: the app's pages, API and lessons use this list too
+# (app.i18n.SUPPORTED_LOCALES); docs/translating.md lists what a new one needs.
+LOCALES: tuple[str, ...] = ("en", "tr", "pt-BR")
+TRANSLATED_LOCALES: tuple[str, ...] = tuple(locale for locale in LOCALES if locale != "en")
 CATALOG_DIR = Path(__file__).parent / "locales"
 
 # The grader's own texts outside the checks, by id (English templates).

@@ -3,7 +3,8 @@ workers (`grader/worker.py`) say to each other through procrastinate on PostgreS
 
 Task names, queues, the payload of each task, the schema set-up, the stalled-job policy and the
 message a learner sees when the grading machine was lost live here once; both sides import this
-module (`grader/` never imports `app/`, and `app/` may import `grader`).
+module (`grader/` never imports `app/`; what `app/` may import: docs/architecture.md, "The
+app/grader boundary").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONValue
 
 from grader.contract import Job, Result
+from grader.i18n import Message, msg
 
 log = logging.getLogger(__name__)
 
@@ -30,14 +32,15 @@ SCHEMA_LOCK_ID = 727_001  # pg_advisory_lock key while creating procrastinate's 
 DEFAULT_MAX_ATTEMPTS = 2
 
 
-def N_(message: str) -> str:  # the gettext marker: the web side translates these when shown
-    return message
-
-
-WORKER_LOST = N_(
-    "The grading machine stopped while running your program ({attempts} attempts). "
-    "This is our fault and does not count against you: please submit again."
-)
+def worker_lost(attempts: int) -> Message:
+    """The platform error of a job whose grading machine stopped on every attempt: a message id
+    with its parameters (grader/locales/*/platform.json), rendered in the reader's language."""
+    return msg(
+        "platform.worker_lost",
+        "The grading machine stopped while running your program ({attempts} attempts). "
+        "This is our fault and does not count against you: please submit again.",
+        attempts=attempts,
+    )
 
 
 def queue_for(job: Job) -> str:
@@ -92,7 +95,7 @@ async def recover_stalled_grades(
 ) -> int:
     """The stalled-job policy. A grade job whose worker stopped sending heartbeats (killed, even
     by SIGKILL) runs again while attempts are left, or else ends as a platform error
-    (WORKER_LOST), never as the learner's failure. Returns how many jobs it handled; a job that
+    (`worker_lost`), never as the learner's failure. Returns how many jobs it handled; a job that
     another process (a worker's RETRY_TASK, the web's sweep) handled first is skipped."""
     stalled = await app.job_manager.get_stalled_jobs(
         task_name=GRADE_TASK, seconds_since_heartbeat=seconds_since_heartbeat
@@ -118,7 +121,7 @@ async def recover_stalled_grades(
                 await app.job_manager.finish_job_by_id_async(
                     job.id, status=procrastinate.jobs.Status.FAILED, delete_job=False
                 )
-                lost = Result.platform_error(WORKER_LOST.format(attempts=attempts_made))
+                lost = Result.platform_error(worker_lost(attempts_made))
                 await app.configure_task(
                     name=RESULT_TASK, queue=RESULTS_QUEUE, lock=submission_lock(submission_id)
                 ).defer_async(**result_payload(submission_id, attempts_made, lost))

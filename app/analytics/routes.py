@@ -21,6 +21,7 @@ from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.errors import N_, AppError, error_responses
 from app.i18n import LocaleDep
+from app.templating import refuse_unless_instructor, render
 
 api_router = APIRouter(tags=["instructor"])
 router = APIRouter(include_in_schema=False)
@@ -178,8 +179,6 @@ def analytics_page(
     locale: LocaleDep,
     query: ReportQueryDep,
 ) -> Response:
-    from app.web.templating import refuse_unless_instructor, render  # the web layer's
-
     refused = refuse_unless_instructor(request, learner, locale, PAGE)
     if refused is not None:
         return refused

@@ -20,10 +20,11 @@ from app.auth.routes import (
     mail_reset,
     rate_limits,
 )
+from app.client import request_ip
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
-from app.limits import request_ip
+from app.templating import render
 from app.text import storable
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
@@ -33,8 +34,6 @@ Secret = Annotated[str, Form(max_length=256), AfterValidator(storable)]
 
 
 def _render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-    from app.web.templating import render  # the web layer owns templating
-
     return render(request, name, status_code=status_code, **context)
 
 

@@ -11,7 +11,6 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from app.auth import repository, security
@@ -58,18 +57,12 @@ def delete_account(session: Session, user: User, *, password: str) -> None:
     """The account and all its personal data, confirmed with the password."""
     if not security.verify_password(user.password_hash, password):
         raise WrongPassword()
-    session.execute(delete(User).where(User.id == user.id))
-    session.expunge(user)
+    repository.delete_user(session, user)
 
 
 def sign_out_everywhere(session: Session, user: User) -> None:
     """Every device of the learner signed out, the one asking included."""
-    session.execute(
-        update(DeviceToken)
-        .where(DeviceToken.user_id == user.id, DeviceToken.revoked_at.is_(None))
-        .values(revoked_at=datetime.now(UTC))
-    )
-    session.flush()
+    repository.revoke_devices(session, user.id, when=datetime.now(UTC))
 
 
 def request_reset(session: Session, email: str) -> ResetRequest | None:
@@ -80,15 +73,15 @@ def request_reset(session: Session, email: str) -> ResetRequest | None:
         return None
     token = secrets.token_urlsafe(32)
     now = datetime.now(UTC)
-    session.add(
+    repository.add(
+        session,
         PasswordReset(
             user_id=user.id,
             token_hash=security.token_digest(token),
             created_at=now,
             expires_at=now + RESET_VALID_FOR,
-        )
+        ),
     )
-    session.flush()
     return ResetRequest(user, token)
 
 
@@ -96,12 +89,7 @@ def reset_password(session: Session, *, token: str, new: str) -> User:
     """Use a reset token once: the new password, every device signed out."""
     check_password(new)
     now = datetime.now(UTC)
-    reset = session.scalar(
-        select(PasswordReset).where(
-            PasswordReset.token_hash == security.token_digest(token),
-            PasswordReset.used_at.is_(None),
-        )
-    )
+    reset = repository.unused_reset(session, security.token_digest(token))
     if reset is None or aware_utc(reset.expires_at) < now:
         raise ResetLinkInvalid()
     user = repository.get_user(session, reset.user_id)
@@ -118,15 +106,6 @@ def _set_password(
     other than `keep_device` are signed out."""
     check_password(new, email=user.email)
     user.password_hash = security.hash_password(new)
-    session.execute(
-        update(PasswordReset)
-        .where(PasswordReset.user_id == user.id, PasswordReset.used_at.is_(None))
-        .values(used_at=datetime.now(UTC))
-    )
-    others = update(DeviceToken).where(
-        DeviceToken.user_id == user.id, DeviceToken.revoked_at.is_(None)
-    )
-    if keep_device is not None:
-        others = others.where(DeviceToken.id != keep_device.id)
-    session.execute(others.values(revoked_at=datetime.now(UTC)))
-    session.flush()
+    now = datetime.now(UTC)
+    repository.use_up_resets(session, user.id, when=now)
+    repository.revoke_devices(session, user.id, when=now, keep=keep_device)

@@ -10,7 +10,7 @@ import contextlib
 import re
 import uuid
 from typing import Annotated, Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
@@ -23,11 +23,11 @@ from app.auth.mails import send_registration_mail
 from app.auth.passwords import WeakPassword
 from app.auth.ratelimit import AuthRateLimits
 from app.auth.schemas import UserCreate
-from app.config import get_settings
+from app.client import request_ip, safe_next
 from app.db import SessionDep
 from app.errors import AppError
 from app.i18n import resolve_locale, translate
-from app.limits import request_ip
+from app.templating import render
 from app.text import storable
 
 router = APIRouter(tags=["pages"], include_in_schema=False)
@@ -37,8 +37,6 @@ Csrf = Annotated[None, Depends(csrf_protect)]
 
 
 def _render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-    from app.web.templating import render  # the web layer owns templating
-
     response = render(request, name, **context)
     response.status_code = status_code
     return response
@@ -46,38 +44,6 @@ def _render(request: Request, name: str, status_code: int = 200, **context: Any)
 
 def _locale(request: Request) -> str:
     return resolve_locale(request)
-
-
-def safe_next(target: str | None) -> str:
-    """Only same-site paths: never redirect a learner to another site after signing in."""
-    if target and target.startswith("/") and not target.startswith(("//", "/\\")):
-        return target
-    return "/"
-
-
-def _back_target(request: Request) -> str:
-    """Where the form came from: the Referer when it is a page on this site, else the page that
-    holds the form the request posted (the lesson for a quiz answer), else the course."""
-    referer = urlsplit(request.headers.get("referer", ""))
-    own = {urlsplit(get_settings().base_url).netloc, request.headers.get("host", "")}
-    if referer.scheme in ("http", "https") and referer.netloc and referer.netloc in own:
-        back = (referer.path or "/") + (f"?{referer.query}" if referer.query else "")
-        return safe_next(back)
-    path = request.url.path
-    if path in ("/login", "/register"):
-        return path
-    if path.startswith("/account/"):
-        return "/account/devices"
-    parts = path.split("/")
-    if len(parts) > 3 and parts[1] == "lessons" and parts[2]:  # /lessons/<id>/quiz/<question>
-        query = request.url.query
-        return f"/lessons/{quote(parts[2], safe='')}" + (f"?{query}" if query else "")
-    return "/"
-
-
-def form_expired_page(request: Request, status_code: int = 403) -> Response:
-    """The page a form post gets when its CSRF check fails: nothing was saved, go back."""
-    return _render(request, "auth/form_expired.html", status_code, back=_back_target(request))
 
 
 def _device_name(request: Request) -> str:

@@ -3,7 +3,7 @@
 Each key (client IP, or IP + email) keeps the times of its recent attempts; an attempt is refused
 while `limit` attempts fall inside the last `window_s` seconds. State lives in the process, so with
 several server processes each enforces its own window (the effective limit is `limit * processes`);
-behind a proxy set RDV_TRUSTED_PROXIES so the client IP is the real one (`app.limits.client_ip`).
+behind a proxy set RDV_TRUSTED_PROXIES so the client IP is the real one (`app.client.client_ip`).
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from app.auth.models import DeviceToken, User
+from app.auth.models import DeviceToken, PasswordReset, User
 
 
 def get_user_by_email(session: Session, email: str) -> User | None:
@@ -68,10 +68,46 @@ def is_active(session: Session, device_id: uuid.UUID) -> bool:
     return found is not None
 
 
-def add(session: Session, row: User | DeviceToken) -> None:
+def add(session: Session, row: User | DeviceToken | PasswordReset) -> None:
     session.add(row)
     session.flush()
 
 
 def mark_revoked(device: DeviceToken, when: datetime) -> None:
     device.revoked_at = when
+
+
+def delete_user(session: Session, user: User) -> None:
+    """The user row; every per-learner table goes with it (ON DELETE CASCADE)."""
+    session.execute(delete(User).where(User.id == user.id))
+    session.expunge(user)
+
+
+def revoke_devices(
+    session: Session, user_id: uuid.UUID, *, when: datetime, keep: DeviceToken | None = None
+) -> None:
+    """Sign out every active device of the user but `keep`."""
+    others = update(DeviceToken).where(
+        DeviceToken.user_id == user_id, DeviceToken.revoked_at.is_(None)
+    )
+    if keep is not None:
+        others = others.where(DeviceToken.id != keep.id)
+    session.execute(others.values(revoked_at=when))
+    session.flush()
+
+
+def unused_reset(session: Session, token_hash: str) -> PasswordReset | None:
+    return session.scalar(
+        select(PasswordReset).where(
+            PasswordReset.token_hash == token_hash, PasswordReset.used_at.is_(None)
+        )
+    )
+
+
+def use_up_resets(session: Session, user_id: uuid.UUID, *, when: datetime) -> None:
+    """Every reset link of the user not used yet stops working."""
+    session.execute(
+        update(PasswordReset)
+        .where(PasswordReset.user_id == user_id, PasswordReset.used_at.is_(None))
+        .values(used_at=when)
+    )

@@ -24,10 +24,10 @@ from app.auth.schemas import (
     UserCreate,
     UserPublic,
 )
+from app.client import request_ip
 from app.db import SessionDep
 from app.errors import AppError, error_responses
 from app.i18n import resolve_locale
-from app.limits import request_ip
 from app.submissions import service as submissions
 from app.submissions.backends import GradingBackend
 from app.text import NO_NUL, storable

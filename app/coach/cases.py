@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from app.errors import N_
-from app.i18n import get_translations, translate
+from app.i18n import translate
 
 _OVERLAP = {"sampler.overlap", "sampler.same_samples", "sampler.hand_made_overlap"}
 _COVERAGE = {"sampler.partial", "sampler.partial_one"}
@@ -102,24 +102,6 @@ def _nested_ids(params: Any) -> set[str]:
 def explanation(check_id: str, case: str | None, locale: str) -> str | None:
     message = EXPLANATIONS.get((check_id, case)) if case is not None else None
     return translate(locale, message) if message is not None else None
-
-
-_MORE_RANGES = re.compile(r" and (\d+) more ranges")
-
-
-def localize_fragments(text: str, locale: str) -> str:
-    """The grader's few English fragments inside a translated message (index ranges)."""
-    if locale == "en":
-        return text
-    ngettext = get_translations(locale).ngettext
-
-    def more(found: re.Match[str]) -> str:
-        count = int(found.group(1))
-        return " " + ngettext("and {count} more range", "and {count} more ranges", count).format(
-            count=count
-        )
-
-    return _MORE_RANGES.sub(more, text)
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+))?')

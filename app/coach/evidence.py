@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.coach.cases import case_of, explanation, learner_frames, localize_fragments
+from app.coach.cases import case_of, explanation, learner_frames
 from app.coach.levels import Level
 from app.content.schemas import Exercise, HintLevels
 from grader.contract import Result, localize
@@ -86,7 +86,7 @@ def gather(
             FailedCheck(
                 id=check.id,
                 title=shown["title"] or check.id,
-                message=localize_fragments(shown["message"], locale),
+                message=shown["message"],
                 hint=lesson_hint or shown.get("hint"),
                 rank=check.rank,
                 line=check.line,

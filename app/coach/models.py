@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, String, Text, Uuid
+from sqlalchemy import JSON, ForeignKey, Index, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from app.db import Base, UTCDateTime, utcnow
 
 
 class CoachExchange(Base):
@@ -48,4 +44,4 @@ class CoachExchange(Base):
     # [{"lesson_id", "step_id", "title", "url"}]
     sources: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     provider: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -17,6 +17,7 @@ from app.content import service as content
 from app.content.schemas import SLUG_PATTERN
 from app.db import SessionDep
 from app.i18n import LocaleDep
+from app.templating import refuse_unless_instructor, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -33,8 +34,6 @@ def struggles_page(
     lesson_id: Annotated[str | None, Query(max_length=64, pattern=SLUG_PATTERN)] = None,
     days: Annotated[int, Query(ge=1, le=365)] = 30,
 ) -> Response:
-    from app.web.templating import refuse_unless_instructor, render  # the web layer's
-
     refused = refuse_unless_instructor(request, learner, locale, PAGE)
     if refused is not None:
         return refused

@@ -24,10 +24,9 @@ from app.coach.schemas import (
     StruggleReport,
 )
 from app.content.schemas import SLUG_PATTERN
-from app.db import SessionDep
+from app.db import SessionDep, SessionFactory
 from app.errors import error_responses
 from app.i18n import SUPPORTED_LOCALES, resolve_locale
-from app.submissions.routes import SessionFactory
 
 api_router = APIRouter(tags=["coach"])
 
@@ -42,7 +41,7 @@ def coach_locale(
             max_length=16,
             description="The page's language ("
             + ", ".join(SUPPORTED_LOCALES)
-            + "): after the language chooser's cookie `rdv_locale`, before `Accept-Language`. "
+            + "): before the language chooser's cookie `rdv_locale` and `Accept-Language`. "
             "The coach answers a question written in another of these languages in that "
             "language, and says so.",
             examples=["tr"],

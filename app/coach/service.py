@@ -27,7 +27,7 @@ from app.coach.schemas import CoachQuestion
 from app.config import Settings
 from app.content import service as content
 from app.errors import AppError
-from app.i18n import SUPPORTED_LOCALES, translate
+from app.i18n import SUPPORTED_LOCALES, locale_name, translate
 from app.submissions import repository as submissions
 from app.submissions.models import Submission
 from grader.contract import Result
@@ -36,8 +36,13 @@ RATE_WINDOW = timedelta(hours=1)
 MAX_RETRIEVED_STEPS = 4
 
 
-# The languages' names, in the language of the answer.
+# The languages' names, in the language of the answer (a locale missing here: its own name).
 LANGUAGE_NAMES = {"en": N_("English"), "tr": N_("Turkish"), "pt-BR": N_("Portuguese")}
+
+
+def _language_name(of: str, *, said_in: str) -> str:
+    name = LANGUAGE_NAMES.get(of)
+    return translate(said_in, name) if name is not None else locale_name(of)
 
 
 @dataclass
@@ -300,8 +305,8 @@ def _language_note(locale: str, page_locale: str) -> str:
     return translate(
         locale, N_("You asked in {language}, so the coach answers in it (the page is in {page}).")
     ).format(
-        language=translate(locale, LANGUAGE_NAMES[locale]),
-        page=translate(locale, LANGUAGE_NAMES[page_locale]),
+        language=_language_name(locale, said_in=locale),
+        page=_language_name(page_locale, said_in=locale),
     )
 
 

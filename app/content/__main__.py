@@ -15,9 +15,13 @@ from app.content.loader import Catalog, display_path, load_catalog
 from app.content.schemas import json_schema
 
 
-def validate(lessons_dir: Path, update: bool = False, accept: tuple[str, ...] = ()) -> int:
+def validate(
+    lessons_dir: Path, update: bool = False, accept: tuple[str, ...] = (), strict: bool = False
+) -> int:
+    """Exit 1 on any problem (the lesson is left out when served); with `strict`, on any warning
+    too (a text missing in a supported locale, which is shown in English meanwhile)."""
     catalog = load_catalog(lessons_dir)
-    for problem in catalog.problems:
+    for problem in (*catalog.problems, *catalog.warnings):
         print(problem)
     if update:
         _update_stamps(catalog, frozenset(accept))
@@ -26,10 +30,11 @@ def validate(lessons_dir: Path, update: bool = False, accept: tuple[str, ...] = 
     exercises = sum(len(item.lesson.exercises) for item in catalog.ordered)
     summary = (
         f"{display_path(lessons_dir)}: {len(catalog.lessons)} lessons, {exercises} exercises, "
-        f"{len(catalog.problems)} problems, {stale} stale translations"
+        f"{len(catalog.problems)} problems, {len(catalog.warnings)} warnings, "
+        f"{stale} stale translations"
     )
     print(summary, file=sys.stderr)
-    return 1 if catalog.problems else 0
+    return 1 if catalog.problems or (strict and catalog.warnings) else 0
 
 
 def _list_stale(catalog: Catalog) -> int:
@@ -73,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LESSON:FIELD",
         help="with --update: a stale translation still says the same (re-stamp it)",
     )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on warnings too: a text missing in a supported locale (CI for the shipped "
+        "locales; without it a partial new language keeps every lesson online)",
+    )
     export = sub.add_parser("schema", help="write the JSON Schema of lesson.yaml or course.yaml")
     export.add_argument("-o", "--output", type=Path, default=None, help="file (default: stdout)")
     export.add_argument("--for", dest="kind", choices=("lesson", "course"), default="lesson")
@@ -81,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lessons_dir = getattr(args, "lessons_dir", None) or Path(get_settings().lessons_dir)
     if args.command == "validate":
-        return validate(lessons_dir, args.update, tuple(args.accept))
+        return validate(lessons_dir, args.update, tuple(args.accept), args.strict)
     if args.command in authoring.COMMANDS:
         return authoring.run(args, lessons_dir)
     text = json.dumps(json_schema(args.kind), indent=2, ensure_ascii=False) + "\n"

@@ -27,9 +27,10 @@ from app.content.loader import (
 )
 from app.content.schemas import SLUG_PATTERN, Lesson
 from grader.contract import Job, Result
+from grader.i18n import LOCALES as SUPPORTED_LOCALES
 
 COMMANDS = ("new-exercise", "check-exercise")
-LOCALES = ("en", *staleness.TRANSLATED_LOCALES)
+LOCALES = SUPPORTED_LOCALES
 
 STARTER = '''"""{title}: the learner starts from this file. Run it with
 torchrun --nproc-per-node=2 main.py"""

@@ -15,11 +15,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from app.content import staleness
-from app.content.codeleak import solution_code_in
-from app.content.schemas import Course, Exercise, Lesson, Text
+from app.content.hintcheck import hint_level_issues
+from app.content.schemas import Course, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
 from grader.contract import MAX_CODE_BYTES
-from grader.i18n import LOCALES as SUPPORTED_LOCALES
 
 LESSON_DIR_PATTERN = re.compile(r"^(?P<number>\d{2})-(?P<slug>[a-z0-9]+(?:-[a-z0-9]+)*)$")
 COURSE_FILE = "course.yaml"
@@ -35,10 +34,14 @@ class Problem:
     line: int | None
     field: str
     message: str
+    # A warning leaves the lesson online (an untranslated text shows in English meanwhile);
+    # `python -m app.content validate --strict` fails on warnings too (CI, shipped locales).
+    warning: bool = False
 
     def __str__(self) -> str:
         where = self.field or "(file)"
-        return f"{display_path(self.file)}:{self.line or 1}: {where}: {self.message}"
+        kind = "warning: " if self.warning else ""
+        return f"{display_path(self.file)}:{self.line or 1}: {where}: {kind}{self.message}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class Catalog:
     # Lessons the course lists that could not be loaded (their problems are in `problems`).
     unavailable: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
+    # What loaded but is incomplete: texts missing in a locale (shown in English meanwhile).
+    warnings: tuple[Problem, ...] = ()
 
     @property
     def ordered(self) -> list[LoadedLesson]:
@@ -169,20 +174,10 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     problems += _sequence_problems(file, tree, lesson)
     step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
-        problems += _hint_level_problems(file, tree, index, exercise)
-        for check_id, levels in exercise.hint_levels.items():
-            if levels.step is not None and levels.step not in step_ids:
-                step_loc = ("exercises", index, "hint_levels", check_id, "step")
-                problems.append(
-                    Problem(
-                        file,
-                        line_of(tree, step_loc),
-                        format_loc(step_loc),
-                        f"{levels.step!r} is not a step of this lesson: use one of its step ids",
-                    )
-                )
         folder = file.parent / "exercises" / exercise.id
-        problems += _nudge_problems(file, tree, index, exercise, folder)
+        for issue in hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder)):
+            line = line_of(tree, issue.loc)
+            problems.append(Problem(file, line, format_loc(issue.loc), issue.text, issue.warning))
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
             if not (folder / name).is_file():
                 loc = ("exercises", index)
@@ -196,9 +191,6 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
                     )
                 )
     return problems
-
-
-HINT_LEVELS = ("nudge", "pointer", "fix")
 
 
 def _sequence_problems(file: Path, tree: Any, lesson: Lesson) -> list[Problem]:
@@ -243,68 +235,6 @@ def _sequence_problems(file: Path, tree: Any, lesson: Lesson) -> list[Problem]:
     return problems
 
 
-def _hint_level_problems(file: Path, tree: Any, index: int, exercise: Exercise) -> list[Problem]:
-    """Every graded check has the coach's three levels, each written in every locale."""
-    problems: list[Problem] = []
-    missing = [check for check in exercise.grading.checks if check not in exercise.hint_levels]
-    if missing:
-        loc: tuple[str | int, ...] = ("exercises", index, "hint_levels")
-        problems.append(
-            Problem(
-                file,
-                line_of(tree, loc),
-                format_loc(loc),
-                f"exercise {exercise.id!r} has no hint levels for the checks "
-                f"{', '.join(missing)}: add nudge, pointer and fix for each, "
-                f"in {', '.join(SUPPORTED_LOCALES)}",
-            )
-        )
-    for check_id, levels in exercise.hint_levels.items():
-        for name in HINT_LEVELS:
-            text: Text = getattr(levels, name)
-            untranslated = [locale for locale in SUPPORTED_LOCALES if not text.get(locale)]
-            if untranslated:
-                loc = ("exercises", index, "hint_levels", check_id, name)
-                problems.append(
-                    Problem(
-                        file,
-                        line_of(tree, loc),
-                        format_loc(loc),
-                        f"has no {', '.join(untranslated)}: the coach shows it in every "
-                        "language, so write it in each",
-                    )
-                )
-    return problems
-
-
-def _nudge_problems(
-    file: Path, tree: Any, index: int, exercise: Exercise, folder: Path
-) -> list[Problem]:
-    """A nudge (the coach's first level) holds no code of the exercise's solution: that belongs
-    to the pointer or the fix."""
-    try:
-        solution = (folder / "solution.py").read_text(encoding="utf-8")
-    except OSError:
-        return []  # reported as a missing file
-    starter = _read_starter(folder) or ""
-    problems = []
-    for check_id, levels in exercise.hint_levels.items():
-        for locale in SUPPORTED_LOCALES:
-            found = solution_code_in(levels.nudge.get(locale) or "", solution, starter)
-            if found:
-                loc = ("exercises", index, "hint_levels", check_id, "nudge")
-                problems.append(
-                    Problem(
-                        file,
-                        line_of(tree, loc),
-                        format_loc(loc),
-                        f"the {locale} nudge holds code of the solution ({'; '.join(found)}): a "
-                        "nudge points at what to look at; move the code to the pointer or the fix",
-                    )
-                )
-    return problems
-
-
 def _read_starter(folder: Path) -> str | None:
     path = folder / "starter.py"
     try:
@@ -327,7 +257,7 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
     if lesson is None:
         return None, problems
     problems = check_lesson(lesson, tree, file, match["slug"])
-    if problems:
+    if any(not problem.warning for problem in problems):
         return None, problems
     starters = {}
     for exercise in lesson.exercises:
@@ -339,7 +269,8 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
             ]
         starters[exercise.id] = code
     stale = staleness.stale_fields(lesson, staleness.read(directory))
-    return LoadedLesson(lesson, int(match["number"]), directory, file, starters, stale), []
+    loaded = LoadedLesson(lesson, int(match["number"]), directory, file, starters, stale)
+    return loaded, problems  # warnings only
 
 
 def _fallback_course(lessons: list[LoadedLesson]) -> Course:
@@ -356,6 +287,7 @@ def _fallback_course(lessons: list[LoadedLesson]) -> Course:
 def load_catalog(lessons_dir: Path) -> Catalog:
     """Load the course and every lesson under `lessons_dir`; never raises for content problems."""
     problems: list[Problem] = []
+    warnings: list[Problem] = []
     found: dict[str, LoadedLesson] = {}
     directories = sorted(p for p in lessons_dir.glob("*") if p.is_dir())
     broken_slugs: set[str] = set()
@@ -363,7 +295,8 @@ def load_catalog(lessons_dir: Path) -> Catalog:
         if directory.name.startswith((".", "_")) or directory.name == "schema":
             continue
         loaded, lesson_problems = load_lesson(directory)
-        problems += lesson_problems
+        problems += [problem for problem in lesson_problems if not problem.warning]
+        warnings += [problem for problem in lesson_problems if problem.warning]
         if loaded is not None:
             found[loaded.id] = loaded
         elif (match := LESSON_DIR_PATTERN.match(directory.name)) is not None:
@@ -409,4 +342,6 @@ def load_catalog(lessons_dir: Path) -> Catalog:
                     "add it so learners can reach it",
                 )
             )
-    return Catalog(lessons_dir, course, ordered, tuple(unavailable), tuple(problems))
+    return Catalog(
+        lessons_dir, course, ordered, tuple(unavailable), tuple(problems), tuple(warnings)
+    )

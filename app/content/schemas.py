@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from grader.contract import ExerciseSpec
+from grader.i18n import LOCALES
 
 SLUG_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
@@ -20,6 +21,11 @@ Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=64)]
 def _text_json_schema(schema: dict[str, Any]) -> None:
     """In the JSON Schema a text is a plain string (English) or the per-locale map."""
     as_map = dict(schema)
+    as_map["properties"] = {
+        locale: {"type": "string", "minLength": 1, "title": locale} for locale in LOCALES
+    }
+    as_map["properties"]["en"]["description"] = "English, required"
+    as_map["additionalProperties"] = False
     schema.clear()
     schema["anyOf"] = [
         {"type": "string", "minLength": 1, "description": "English text"},
@@ -28,32 +34,42 @@ def _text_json_schema(schema: dict[str, Any]) -> None:
 
 
 class Text(BaseModel):
-    """A text the author may translate: a plain string (English) or {en, tr, pt-BR}."""
+    """A text the author may translate: a plain string (English) or a map with `en` and any of
+    the other supported locales (`grader.i18n.LOCALES`, e.g. `tr`, `pt-BR`). A locale left out
+    falls back to English where the text is shown (the page says so)."""
 
-    model_config = ConfigDict(
-        extra="forbid", populate_by_name=True, json_schema_extra=_text_json_schema
-    )
+    model_config = ConfigDict(extra="allow", json_schema_extra=_text_json_schema)
 
     en: str = Field(min_length=1, description="English, required")
-    tr: str | None = Field(None, min_length=1, description="Turkish")
-    pt_BR: str | None = Field(None, alias="pt-BR", min_length=1, description="Brazilian Portuguese")
 
     @model_validator(mode="before")
     @classmethod
     def _plain_string_is_english(cls, value: Any) -> Any:
         if isinstance(value, str):
             return {"en": value}
+        if isinstance(value, dict):
+            unknown = sorted(str(key) for key in value if key not in LOCALES)
+            if unknown:
+                raise ValueError(
+                    f"has texts in {', '.join(unknown)}, which is not a supported locale: use "
+                    f"{', '.join(LOCALES)} (a new language is added in grader.i18n.LOCALES, see "
+                    "docs/translating.md)"
+                )
+            empty = sorted(
+                str(key)
+                for key, text in value.items()
+                if key != "en" and not (isinstance(text, str) and text.strip())
+            )
+            if empty:
+                raise ValueError(f"the {', '.join(empty)} text must be a non-empty string")
         return value
 
     def get(self, locale: str) -> str | None:
         """The text in `locale`, or None when it has no translation there."""
         if locale == "en":
             return self.en
-        if locale == "tr":
-            return self.tr
-        if locale == "pt-BR":
-            return self.pt_BR
-        return None
+        text = (self.model_extra or {}).get(locale)
+        return text if isinstance(text, str) else None
 
 
 class _Strict(BaseModel):

@@ -24,10 +24,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from app.content.schemas import Text
+from grader.i18n import TRANSLATED_LOCALES
 
 SIDECAR = "translated-from.json"
 HASH_CHARS = 10
-TRANSLATED_LOCALES = ("tr", "pt-BR")
 NOTE = "Written by `python -m app.content validate --update`: which English each translation was made from."  # noqa: E501
 
 Stamps = dict[str, dict[str, list[str]]]  # field path -> locale -> [english hash, translation hash]

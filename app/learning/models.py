@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
@@ -18,11 +17,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+from app.db import Base, UTCDateTime, utcnow
 
 
 class ProgressEvent(Base):
@@ -48,11 +43,11 @@ class ProgressEvent(Base):
     client_id: Mapped[str] = mapped_column(String(64))
     type: Mapped[str] = mapped_column(String(32))
     lesson_id: Mapped[str] = mapped_column(String(100))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     # The interface language of the request that sent it (instructor analytics); None: unknown.
     locale: Mapped[str | None] = mapped_column(String(16), default=None)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class LessonProgress(Base):
@@ -67,7 +62,7 @@ class LessonProgress(Base):
     lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     state: Mapped[dict[str, Any]] = mapped_column(JSON)
     version: Mapped[int] = mapped_column(BigInteger)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ProgressCursor(Base):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, Form, Header, Path, Query, Response
+from fastapi import APIRouter, Cookie, Depends, Form, Header, Path, Query, Response
 from fastapi.responses import RedirectResponse
 
 from app.auth.csrf import csrf_protect
@@ -16,7 +16,7 @@ from app.content.localized import LocalizedCourse, LocalizedLesson
 from app.content.shuffle import learner_seed, shuffled_for
 from app.db import SessionDep
 from app.errors import AppError, error_responses
-from app.i18n import LocaleDep, negotiate
+from app.i18n import LOCALE_COOKIE, SUPPORTED_LOCALES, LocaleDep, negotiate
 from app.learning import service
 from app.learning.schemas import (
     ProgressEventsIn,
@@ -30,8 +30,13 @@ router = APIRouter(include_in_schema=False)  # pages
 
 LocaleQuery = Annotated[
     str | None,
-    Query(max_length=35, description="en, tr or pt-BR; wins over Accept-Language."),
+    Query(
+        max_length=35,
+        description=", ".join(SUPPORTED_LOCALES)
+        + "; wins over the language cookie `rdv_locale`, which wins over Accept-Language.",
+    ),
 ]
+LocaleCookie = Annotated[str | None, Cookie(alias=LOCALE_COOKIE, max_length=35)]
 AcceptLanguage = Annotated[str | None, Header(max_length=500)]
 IfNoneMatch = Annotated[
     str | None, Header(max_length=500, description="An ETag from an earlier answer.")
@@ -58,7 +63,7 @@ def _conditional(
     etag: str,
     locale: str,
     if_none_match: str | None,
-    vary: str = "Accept-Language",
+    vary: str = "Accept-Language, Cookie",
 ) -> Response | None:
     """Sets the caching headers; returns a 304 when the client's copy is current."""
     headers = {"ETag": etag, "Content-Language": locale, "Vary": vary}
@@ -79,10 +84,11 @@ def read_course(
     response: Response,
     locale: LocaleQuery = None,
     accept_language: AcceptLanguage = None,
+    locale_cookie: LocaleCookie = None,
     if_none_match: IfNoneMatch = None,
 ) -> LocalizedCourse | Response:
     """The course with its lessons in order, in the requested locale."""
-    served = negotiate(None, locale, accept_language)
+    served = negotiate(query=locale, cookie=locale_cookie, accept_language=accept_language)
     course = content.localized_course(served)
     return _conditional(response, course.etag, served, if_none_match) or course
 
@@ -98,6 +104,7 @@ def read_lesson(
     learner: OptionalLearner,
     locale: LocaleQuery = None,
     accept_language: AcceptLanguage = None,
+    locale_cookie: LocaleCookie = None,
     if_none_match: IfNoneMatch = None,
 ) -> LocalizedLesson | Response:
     """Steps, quiz (without answers), exercises; `fallback_fields` lists what is in English.
@@ -105,7 +112,7 @@ def read_lesson(
     Each question's choices come in the caller's own order (stable for a learner, shared by
     visitors; the page shows the same); answers are checked by choice id, whatever the order.
     """
-    served = negotiate(None, locale, accept_language)
+    served = negotiate(query=locale, cookie=locale_cookie, accept_language=accept_language)
     try:
         lesson = content.localized_lesson(lesson_id, served)
     except content.LessonUnavailable as exc:
@@ -137,9 +144,10 @@ def answer_quiz(
     learner: OptionalLearner,
     locale: LocaleQuery = None,
     accept_language: AcceptLanguage = None,
+    locale_cookie: LocaleCookie = None,
 ) -> QuizVerdictPublic:
     """Whether `choice` is right, with the explanation; saved to progress when signed in."""
-    served = negotiate(None, locale, accept_language)
+    served = negotiate(query=locale, cookie=locale_cookie, accept_language=accept_language)
     try:
         verdict = content.check_answer(lesson_id, question_id, body.choice, served)
     except content.ContentNotFound as exc:

@@ -14,14 +14,11 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
-from sqlalchemy.orm import Session
-
+from app.db import SessionFactory
 from app.submissions import jobs
 from app.submissions import repository as repo
-from app.submissions.errors import N_
 from app.submissions.events import Batch, EventBuffer
 from app.submissions.exercises import SpecLookup, spec_from_content
 from app.submissions.models import Submission
@@ -32,10 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SessionFactory = Callable[[], AbstractContextManager[Session]]
 GradeFn = Callable[..., Result]  # grade(job, *, on_event=...) -> Result
-
-GRADER_CRASHED = N_("The grader stopped unexpectedly: {error}")
 
 
 class GradingBackend(Protocol):
@@ -202,7 +196,7 @@ class LocalBackend:
             log.exception("grading submission %s failed", submission.id)
             with self._uow() as session:
                 jobs.fail_for_platform(
-                    session, submission, GRADER_CRASHED, owner=self.owner, error=exc
+                    session, submission, jobs.grader_stopped(exc), owner=self.owner
                 )
         finally:
             with self._active_lock:
@@ -215,11 +209,7 @@ class LocalBackend:
             job = jobs.build_job(submission, self._spec_for)
             if job is None:
                 jobs.fail_for_platform(
-                    session,
-                    submission,
-                    jobs.NO_SPEC,
-                    owner=self.owner,
-                    exercise=submission.exercise,
+                    session, submission, jobs.no_spec(submission.exercise), owner=self.owner
                 )
                 return
             repo.add_event(

@@ -11,23 +11,46 @@ import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.db import utcnow
 from app.submissions import repository as repo
-from app.submissions.errors import N_
 from app.submissions.exercises import SpecLookup
-from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission, utcnow
+from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission
 from grader.contract import Job, Result
-from grader.queue_protocol import WORKER_LOST
+from grader.i18n import Message, msg
+from grader.queue_protocol import worker_lost
 
 # Kinds of stored events; the grader's own "done" is replaced by ours, written with the result.
 STORED_KINDS = ("status", "output", "check")
 
-LOST_WORKER = WORKER_LOST
-NO_SPEC = N_("The exercise “{exercise}” could not be loaded for grading.")
+
+# The platform errors the web side writes: grader message ids with parameters, translated in
+# grader/locales/*/platform.json like the grader's own, stored untranslated and rendered in the
+# reader's language when shown (app.submissions.rendering), whichever backend wrote them.
+def no_spec(exercise: str) -> Message:
+    return msg(
+        "platform.no_spec",
+        "The exercise “{exercise}” could not be loaded for grading.",
+        exercise=exercise,
+    )
+
+
+def grader_stopped(error: object) -> Message:
+    return msg(
+        "platform.grader_stopped", "The grader stopped unexpectedly: {error}", error=str(error)
+    )
+
+
+def queue_gave_up() -> Message:
+    return msg(
+        "platform.queue_gave_up",
+        "The grading queue gave up on your program after the grading machine stopped. "
+        "This is our fault and does not count against you: please submit again.",
+    )
 
 
 def new_owner() -> str:
@@ -114,7 +137,7 @@ def complete(
     if submission is None:
         return False
     if submission.started_at is not None and not result.timings_ms.queued:
-        queued_ms = (_aware(submission.started_at) - _aware(submission.created_at)).total_seconds()
+        queued_ms = (submission.started_at - submission.created_at).total_seconds()
         result.timings_ms.queued = max(0, int(queued_ms * 1000))
     status = ERROR if result.status == "error" else DONE
     payload = result.model_dump(mode="json")
@@ -155,19 +178,16 @@ def record_attempt(session: Session, submission: Submission, result: Result) -> 
 def fail_for_platform(
     session: Session,
     submission: Submission,
-    message: str,
+    message: Message,
     *,
     owner: str | None = None,
-    **params: object,
 ) -> bool:
-    """End the submission as `error` with `message` (an N_ msgid) in the learner's language."""
-    from app.i18n import translate
-
-    text = translate(submission.locale, message).format(**params)
+    """End the submission as `error` with `message`, stored with its id and parameters (never
+    in the submitter's language: each reader sees it in theirs)."""
     return complete(
         session,
         submission.id,
-        Result.platform_error(text),
+        Result.platform_error(message),
         attempt=max(submission.attempts, 1),
         owner=owner,
     )
@@ -194,7 +214,7 @@ def reclaim_stale(
     requeued: list[uuid.UUID] = []
     ended: list[uuid.UUID] = []
     for submission in repo.running(session):
-        expired = submission.heartbeat_at is None or _aware(submission.heartbeat_at) < deadline
+        expired = submission.heartbeat_at is None or submission.heartbeat_at < deadline
         if not (expired or owner_is_gone(submission.lease_owner, me)):
             continue
         if submission.attempts < max_attempts:
@@ -208,11 +228,7 @@ def reclaim_stale(
                 )
                 requeued.append(submission.id)
         elif fail_for_platform(
-            session,
-            submission,
-            LOST_WORKER,
-            owner=submission.lease_owner,
-            attempts=submission.attempts,
+            session, submission, worker_lost(submission.attempts), owner=submission.lease_owner
         ):
             ended.append(submission.id)
     return Reclaimed(requeued=requeued, ended=ended)
@@ -220,8 +236,3 @@ def reclaim_stale(
 
 def is_unfinished(status: str) -> bool:
     return status in (QUEUED, RUNNING)
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; everything here is UTC."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
@@ -20,7 +19,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base
+from app.db import Base, UTCDateTime, utcnow
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY.
 EventId = BigInteger().with_variant(Integer(), "sqlite")
@@ -28,10 +27,6 @@ EventId = BigInteger().with_variant(Integer(), "sqlite")
 # Submission lifecycle: queued -> running -> done | error (error: the platform failed).
 QUEUED, RUNNING, DONE, ERROR = "queued", "running", "done", "error"
 UNFINISHED = (QUEUED, RUNNING)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 class Submission(Base):
@@ -67,15 +62,15 @@ class Submission(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     # Which queue it went to ("local", "cpu", "gpu") and when it was handed over.
     queue: Mapped[str | None] = mapped_column(String(16), default=None)
-    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
     # The queue's own job id (procrastinate), to spot a job the queue gave up on.
     queue_job_id: Mapped[int | None] = mapped_column(BigInteger, default=None)
     # Lease of a running job: who runs it and when it last said it is alive.
     lease_owner: Mapped[str | None] = mapped_column(String(200), default=None)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
 
 
 class SubmissionEvent(Base):
@@ -94,7 +89,7 @@ class SubmissionEvent(Base):
     kind: Mapped[str] = mapped_column(String(16))  # status | output | check | done
     rank: Mapped[int | None] = mapped_column(Integer, default=None)
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Draft(Base):
@@ -107,4 +102,4 @@ class Draft(Base):
     )
     exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
     code: Mapped[str] = mapped_column(Text)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -18,21 +18,16 @@ import procrastinate
 import psycopg
 from procrastinate import exceptions as pq_errors
 
+from app.db import SessionFactory, utcnow
 from app.submissions import jobs
 from app.submissions import repository as repo
-from app.submissions.backends import SessionFactory
-from app.submissions.errors import N_
 from app.submissions.exercises import SpecLookup, spec_from_content
-from app.submissions.models import Submission, utcnow
+from app.submissions.models import Submission
 from grader import queue_protocol as protocol
 from grader.contract import Job, Result
+from grader.i18n import Message
 
 log = logging.getLogger(__name__)
-
-QUEUE_GAVE_UP = N_(
-    "The grading queue gave up on your program after the grading machine stopped. "
-    "This is our fault and does not count against you: please submit again."
-)
 
 
 class ResultStore:
@@ -237,7 +232,7 @@ class ProcrastinateBackend:
         pending = await asyncio.to_thread(self._pending_jobs)
         for submission, job in pending:
             if job is None:
-                await asyncio.to_thread(self._fail, submission, jobs.NO_SPEC, submission.exercise)
+                await asyncio.to_thread(self._fail, submission, jobs.no_spec(submission.exercise))
                 continue
             queue = protocol.queue_for(job)
             try:
@@ -266,7 +261,7 @@ class ProcrastinateBackend:
         gave_up = {row["id"] for row in rows if row["status"] in ("failed", "cancelled", "aborted")}
         for submission_id, job_id in dispatched.items():
             if job_id in gave_up:
-                await asyncio.to_thread(self._fail_by_id, submission_id, QUEUE_GAVE_UP)
+                await asyncio.to_thread(self._fail_by_id, submission_id, jobs.queue_gave_up())
 
     async def _recover_stalled_grades(self) -> None:
         """Grade jobs whose worker went silent and that no live worker took back (the whole
@@ -291,11 +286,11 @@ class ProcrastinateBackend:
         with self._uow() as session:
             return repo.dispatched_unfinished(session)
 
-    def _fail(self, submission: Submission, message: str, exercise: str) -> None:
+    def _fail(self, submission: Submission, message: Message) -> None:
         with self._uow() as session:
-            jobs.fail_for_platform(session, submission, message, exercise=exercise)
+            jobs.fail_for_platform(session, submission, message)
 
-    def _fail_by_id(self, submission_id: uuid.UUID, message: str) -> None:
+    def _fail_by_id(self, submission_id: uuid.UUID, message: Message) -> None:
         with self._uow() as session:
             submission = repo.get(session, submission_id)
             if submission is not None:

@@ -1,32 +1,19 @@
 """A stored Result (and its live events) in the viewer's language.
 
 The grader stores English texts with message ids and parameters (grader.i18n); this module
-renders them for the locale of the request that reads them: `?locale=`, then the language
-chooser's cookie, then Accept-Language. The locale the code was submitted in plays no part.
+renders them for the locale of the request that reads them (`app.i18n.resolve_locale`, the one
+precedence of every path). The locale the code was submitted in plays no part; so do platform
+errors, which the app and the queue write as grader message ids too (`jobs.fail_for_platform`,
+`grader.queue_protocol.worker_lost`), never pre-translated.
 The exercise's own hints (its lesson YAML, in every language) override the grader's defaults.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, Request
-
-from app.i18n import LOCALE_COOKIE, negotiate
 from app.submissions.exercises import spec_from_content
 from grader.i18n import localize_check, localize_result, render
-
-
-def result_locale(request: Request) -> str:
-    """?locale=, then the cookie, then Accept-Language, then English."""
-    return negotiate(
-        request.query_params.get("locale"),
-        request.cookies.get(LOCALE_COOKIE),
-        request.headers.get("accept-language"),
-    )
-
-
-ResultLocaleDep = Annotated[str, Depends(result_locale)]
 
 
 def _hints(exercise: str) -> dict[str, Any]:

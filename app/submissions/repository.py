@@ -11,6 +11,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
+from app.db import utcnow
 from app.submissions.models import (
     QUEUED,
     RUNNING,
@@ -18,7 +19,6 @@ from app.submissions.models import (
     Draft,
     Submission,
     SubmissionEvent,
-    utcnow,
 )
 
 

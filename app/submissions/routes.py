@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
@@ -14,15 +12,14 @@ from sqlalchemy.orm import Session
 
 from app.auth import service as auth_service
 from app.auth.deps import CurrentAuth, CurrentLearner
-from app.db import SessionDep, unit_of_work
-from app.errors import ErrorBody, ValidationErrorBody
+from app.db import SessionDep, SessionFactory, unit_of_work
+from app.errors import error_responses
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
 from app.submissions.backends import GradingBackend, LocalBackend
 from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.rendering import (
-    ResultLocaleDep,
     render_event,
     render_result,
     render_summary,
@@ -49,8 +46,6 @@ SSE_EXAMPLES = {
     },
 }
 
-SessionFactory = Callable[[], AbstractContextManager[Session]]
-
 
 def get_session_factory() -> SessionFactory:
     """Sessions for work outside the request's own transaction (the live event stream)."""
@@ -67,15 +62,6 @@ IdempotencyKey = Annotated[
         description="Send the same key again (a double click, a retry) to get the same submission.",
     ),
 ]
-
-
-def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
-    """Documented error answers: `{code, message}`; 422 adds `details` per field."""
-    documented: dict[int | str, dict[str, object]] = {
-        status: {"model": ErrorBody} for status in statuses
-    }
-    documented[422] = {"model": ValidationErrorBody}
-    return documented
 
 
 def _wake_after_commit(request: Request, session: Session) -> None:
@@ -106,7 +92,7 @@ def _public(session: Session, submission: Submission, locale: str) -> Submission
     "/submissions",
     status_code=202,
     response_model=SubmissionAccepted,
-    responses=_errors(401, 403, 404, 409, 413, 429),
+    responses=error_responses(401, 403, 404, 409, 413, 429, 422),
 )
 def create_submission(
     request: Request,
@@ -141,11 +127,11 @@ def create_submission(
     )
 
 
-@api_router.get("/submissions", response_model=SubmissionList, responses=_errors(401))
+@api_router.get("/submissions", response_model=SubmissionList, responses=error_responses(401, 422))
 def list_submissions(
     session: SessionDep,
     learner: CurrentLearner,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     exercise: Annotated[str | None, Query(pattern=EXERCISE_ID_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: Annotated[
@@ -179,13 +165,15 @@ def list_submissions(
 
 
 @api_router.get(
-    "/submissions/{submission_id}", response_model=SubmissionPublic, responses=_errors(401, 404)
+    "/submissions/{submission_id}",
+    response_model=SubmissionPublic,
+    responses=error_responses(401, 404, 422),
 )
 def read_submission(
     response: Response,
     session: SessionDep,
     learner: CurrentLearner,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     submission_id: uuid.UUID,
 ) -> SubmissionPublic:
     """One of the learner's own submissions, with its Result once graded, in the viewer's
@@ -198,14 +186,14 @@ def read_submission(
 @api_router.get(
     "/submissions/{submission_id}/events",
     response_class=StreamingResponse,
-    responses={200: event_schemas.openapi_response(), **_errors(401, 404)},
+    responses={200: event_schemas.openapi_response(), **error_responses(401, 404, 422)},
 )
 def submission_events(
     request: Request,
     session: SessionDep,
     sessions: SessionFactoryDep,
     auth: CurrentAuth,
-    locale: ResultLocaleDep,
+    locale: LocaleDep,
     submission_id: uuid.UUID,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
@@ -236,7 +224,10 @@ def submission_events(
 @api_router.get(
     "/drafts/{exercise:path}",
     response_model=DraftPublic,
-    responses={**_errors(401, 404), 204: {"description": "No draft, with `missing=empty`."}},
+    responses={
+        **error_responses(401, 404, 422),
+        204: {"description": "No draft, with `missing=empty`."},
+    },
 )
 def read_draft(
     request: Request,
@@ -264,7 +255,7 @@ def read_draft(
 @api_router.put(
     "/drafts/{exercise:path}",
     response_model=DraftPublic,
-    responses=_errors(401, 403, 404, 409, 413),
+    responses=error_responses(401, 403, 404, 409, 413, 422),
 )
 def save_draft(
     request: Request,
@@ -286,7 +277,9 @@ def save_draft(
     return DraftPublic.model_validate(draft)
 
 
-@api_router.delete("/drafts/{exercise:path}", status_code=204, responses=_errors(401, 403, 404))
+@api_router.delete(
+    "/drafts/{exercise:path}", status_code=204, responses=error_responses(401, 403, 404, 422)
+)
 def delete_draft(session: SessionDep, learner: CurrentLearner, exercise: ExerciseId) -> Response:
     """Forget the draft ("reset to starter")."""
     service.delete_draft(session, user_id=learner.id, exercise=exercise)

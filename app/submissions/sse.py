@@ -13,17 +13,16 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.db import SessionFactory
 from app.submissions import repository as repo
 from app.submissions import service
 from app.submissions.models import QUEUED, SubmissionEvent
 
-SessionFactory = Callable[[], AbstractContextManager[Session]]
 RETRY_MS = 1000
 GONE = "gone"  # a Snapshot's status when the submission was deleted (its account was)
 KEEPALIVE_SECONDS = 15.0

@@ -7,63 +7,22 @@ completed steps, resumes at `last_step` when the URL names no step, and shows ea
 with its verdict.
 
 The course page depends on `course_progress`: None for a visitor, or a mapping from lesson id to
-a `LessonStandingView` for every lesson that loads. The course page shows the counts and each
+a `LessonStanding` for every lesson that loads. The course page shows the counts and each
 lesson's Start, Continue or Review link (`routes.lesson_action`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol
+from typing import Annotated
 
 from fastapi import Depends
 
 from app.auth.deps import OptionalLearner
 from app.db import SessionDep
 from app.learning import service as learning
-
-
-class LessonProgressView(Protocol):
-    @property
-    def completed_steps(self) -> Collection[str]: ...
-
-    @property
-    def last_step(self) -> str | None: ...
-
-    @property
-    def quiz_answers(self) -> Mapping[str, str]: ...
-
-
-class LessonStandingView(Protocol):
-    """Counts against the lesson's current content, and the first thing left to do."""
-
-    @property
-    def steps_done(self) -> int: ...
-    @property
-    def steps_total(self) -> int: ...
-    @property
-    def quiz_correct(self) -> int: ...
-    @property
-    def quiz_total(self) -> int: ...
-    @property
-    def exercises_passed(self) -> int: ...
-    @property
-    def exercises_total(self) -> int: ...
-    @property
-    def next_step(self) -> int | None: ...  # 1-based index of the first step not completed
-    @property
-    def next_question(self) -> str | None: ...
-    @property
-    def next_exercise(self) -> str | None: ...  # the exercise's slug
-    @property
-    def next_card(self) -> int | None: ...  # its position in the lesson's sequence of cards
-    @property
-    def next_kind(self) -> Literal["step", "question", "exercise"] | None: ...
-    @property
-    def next_card_id(self) -> str | None: ...
-    @property
-    def status(self) -> Literal["new", "in_progress", "done"]: ...
+from app.learning.standing import LessonStanding
 
 
 @dataclass(frozen=True)
@@ -93,11 +52,11 @@ def lesson_progress(
 
 def course_progress(
     learner: OptionalLearner, session: SessionDep
-) -> Mapping[str, LessonStandingView] | None:
+) -> Mapping[str, LessonStanding] | None:
     if learner is None:
         return None
     return learning.course_standing(session, learner.id)
 
 
 ProgressDep = Annotated[PageProgress | None, Depends(lesson_progress)]
-CourseProgressDep = Annotated[Mapping[str, LessonStandingView] | None, Depends(course_progress)]
+CourseProgressDep = Annotated[Mapping[str, LessonStanding] | None, Depends(course_progress)]

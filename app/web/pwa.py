@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.i18n import LocaleDep, translate
-from app.web.templating import STATIC_DIR, render, static_url
+from app.templating import STATIC_DIR, render, static_url
 
 router = APIRouter(include_in_schema=False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from itertools import pairwise
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -17,8 +17,9 @@ from app.content.localized import LocalizedLesson
 from app.content.service import QuizVerdict
 from app.content.shuffle import learner_seed, shuffled_for
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
-from app.web.progress import CourseProgressDep, LessonStandingView, ProgressDep
-from app.web.templating import render
+from app.learning.standing import LessonStanding
+from app.templating import render
+from app.web.progress import CourseProgressDep, PageProgress, ProgressDep
 
 router = APIRouter(include_in_schema=False)
 
@@ -45,7 +46,7 @@ def course_page(request: Request, locale: LocaleDep, progress: CourseProgressDep
     )
 
 
-def lesson_action(lesson_id: str, standing: LessonStandingView | None) -> tuple[str, str]:
+def lesson_action(lesson_id: str, standing: LessonStanding | None) -> tuple[str, str]:
     """The course page's link for one lesson: ("start" | "continue" | "review", href).
 
     Continue goes to the first card left to do in the lesson's sequence: a step not completed, a
@@ -69,7 +70,7 @@ def _lesson_response(
     request: Request,
     lesson_id: str,
     locale: str,
-    progress: object,
+    progress: PageProgress | None,
     step: int | None,
     question: str | None,
     verdicts: dict[str, tuple[str, QuizVerdict]],
@@ -90,7 +91,7 @@ def _lesson_response(
     # One sequence of cards in the author's order: steps, questions and exercises.
     cards = lesson_cards(lesson)
     position = {(card["kind"], card["id"]): card["index"] for card in cards}
-    last_step = getattr(progress, "last_step", None)
+    last_step = progress.last_step if progress is not None else None
     if step is None and question is not None and ("question", question) in position:
         step = position["question", question]
     if step is None and last_step is not None and ("step", last_step) in position:
@@ -124,7 +125,7 @@ def _lesson_response(
         exercises=[card["item"] for card in cards if card["kind"] == "exercise"],
         current_step=current,
         progress=progress,
-        completed_steps=set(getattr(progress, "completed_steps", None) or ()),
+        completed_steps=set(progress.completed_steps) if progress is not None else set(),
         verdicts=verdicts,
     )
 
@@ -197,7 +198,7 @@ def lesson_page(
     signed-in learner also sees every answer saved in their progress, with its verdict. The
     choices come in the learner's own order, the one the API gives them (`content.shuffle`).
     """
-    answers = dict(getattr(progress, "quiz_answers", None) or {})
+    answers = dict(progress.quiz_answers) if progress is not None else {}
     if question and choice:
         answers[question] = choice  # the answer just sent wins over the saved one
     verdicts = _verdicts(lesson_id, answers, locale)
@@ -229,10 +230,20 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
+def _without_locale(target: str) -> str:
+    parts = urlsplit(target)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(key, value) for key, value in query if key != "locale"]
+    if len(kept) == len(query):
+        return target
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
 @router.get("/locale/{code}")
 def choose_locale(code: str, next: str | None = None) -> Response:
-    """The language chooser: remember the choice in a cookie, then go back to the page."""
-    response = RedirectResponse(_safe_next(next), status_code=303)
+    """The language chooser: remember the choice in a cookie, then go back to the page, without
+    its `?locale=` (which would win over the cookie)."""
+    response = RedirectResponse(_without_locale(_safe_next(next)), status_code=303)
     locale = normalize_locale(code)
     if locale is not None:
         response.set_cookie(

@@ -241,16 +241,6 @@ def all_checks() -> dict[str, CheckDef]:
     return dict(_REGISTRY)
 
 
-def ordinal(n: int) -> str:
-    """1 -> '1st', 2 -> '2nd', 11 -> '11th'."""
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def plural(n: int, word: str) -> str:
-    """(1, "save") -> "1 save"; (2, "save") -> "2 saves"."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def first_optimizer(steps: list[Step]) -> list[Step]:
     """The steps among `steps` of the first optimizer that stepped."""
     return [e for e in steps if e.opt == steps[0].opt] if steps else []
@@ -266,7 +256,8 @@ def ranks_text(ranks: list[int]) -> str:
 
 
 def index_ranges(indices: list[int], limit: int = 3) -> str:
-    """[0..99, 140, 141] -> "0-99, 140-141"."""
+    """[0..99, 140, 141] -> "0-99, 140-141"; past `limit` spans, "... and 4 more ranges" (a
+    message, translated with the sentence that quotes it)."""
     values = sorted(set(indices))
     if not values:
         return ""
@@ -278,9 +269,13 @@ def index_ranges(indices: list[int], limit: int = 3) -> str:
             start = v
         prev = v
     spans.append((start, prev))
-    parts = [f"{a}-{b}" if a != b else str(a) for a, b in spans[:limit]]
+    shown = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in spans[:limit])
     more = len(spans) - limit
-    return ", ".join(parts) + (f" and {more} more ranges" if more > 0 else "")
+    if more <= 0:
+        return shown
+    if more == 1:
+        return msg("where.one_more_range", "{ranges} and 1 more range", ranges=shown)
+    return msg("where.more_ranges", "{ranges} and {more} more ranges", ranges=shown, more=more)
 
 
 _STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')

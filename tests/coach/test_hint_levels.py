@@ -9,6 +9,7 @@ import pytest
 
 from app.config import REPO_ROOT
 from app.content.__main__ import main
+from app.content.loader import load_catalog
 from app.content.service import get_catalog
 from app.i18n import SUPPORTED_LOCALES
 
@@ -39,8 +40,10 @@ def lessons(tmp_path: Path) -> Path:
     return target
 
 
-def validate(lessons_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    code = main(["validate", "--lessons-dir", str(lessons_dir)])
+def validate(
+    lessons_dir: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, list[str]]:
+    code = main(["validate", "--lessons-dir", str(lessons_dir), *flags])
     return code, capsys.readouterr().out.splitlines()
 
 
@@ -120,22 +123,24 @@ def test_an_exercise_without_any_levels_is_refused(
     assert "run.completed, launch.env, launch.multinode, dist.cleanup" in lines[0]
 
 
-def test_a_level_missing_a_language_is_refused(
+def test_a_level_missing_a_language_is_a_warning_and_strict_refuses_it(
     lessons: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The lesson keeps serving (the coach shows the English level); CI runs --strict."""
     file = lessons / "03-syncbn-sharded-state" / "lesson.yaml"
     text = file.read_text(encoding="utf-8")
     start = text.index("      syncbn.before_wrap:\n")
     pointer = text.index("        pointer:\n", start)
     turkish = text.index("          tr: ", pointer)
     file.write_text(text[:turkish] + text[text.index("\n", turkish) + 1 :], encoding="utf-8")
-    code, lines = validate(lessons, capsys)
-    assert code == 1
     at = line_of_after(file, "      syncbn.before_wrap:", "        pointer:")
-    assert lines == [
-        f"{file}:{at}: exercises[0].hint_levels.syncbn.before_wrap.pointer: has no tr: "
-        "the coach shows it in every language, so write it in each"
+    expected = [
+        f"{file}:{at}: exercises[0].hint_levels.syncbn.before_wrap.pointer: warning: has no tr: "
+        "the coach shows the English there until it is written"
     ]
+    assert validate(lessons, capsys) == (0, expected)
+    assert validate(lessons, capsys, "--strict") == (1, expected)
+    assert "syncbn-sharded-state" in load_catalog(lessons).lessons
 
 
 def line_of_after(file: Path, anchor: str, fragment: str) -> int:

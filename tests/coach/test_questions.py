@@ -57,15 +57,13 @@ def test_asking_again_about_the_same_check_moves_on_a_level(
         str(ask_about(client, auth, submission.id, "tr", check_id="sampler.set_epoch")["answer"])
         for _ in range(4)
     ]
-    assert levels.nudge.tr in answers[0]  # type: ignore[attr-defined]
-    assert levels.pointer.tr in answers[1] and levels.nudge.tr not in answers[1]  # type: ignore[attr-defined]
-    assert levels.fix.tr in answers[2] and levels.pointer.tr not in answers[2]  # type: ignore[attr-defined]
-    assert levels.fix.tr in answers[3]  # the fix is as far as it goes  # type: ignore[attr-defined]
+    assert levels.nudge.get("tr") in answers[0]
+    assert levels.pointer.get("tr") in answers[1] and levels.nudge.get("tr") not in answers[1]
+    assert levels.fix.get("tr") in answers[2] and levels.pointer.get("tr") not in answers[2]
+    assert levels.fix.get("tr") in answers[3]  # the fix is as far as it goes
     # A new submission starts the other checks afresh: levels are counted per check.
     crash = graded("bug_crash_on_rank1")
-    assert levels_of("run.completed").nudge.en in str(  # type: ignore[attr-defined]
-        ask_about(client, auth, crash.id)["answer"]
-    )
+    assert levels_of("run.completed").nudge.en in str(ask_about(client, auth, crash.id)["answer"])
 
 
 def test_give_me_the_answer_is_a_plain_no_and_the_next_level(
@@ -74,8 +72,8 @@ def test_give_me_the_answer_is_a_plain_no_and_the_next_level(
     submission = graded("bug_save_on_every_rank")
     text = str(ask_about(client, auth, submission.id, question="Just give me the answer")["answer"])
     assert text.startswith("The coach will not write the solution for you")
-    assert levels_of("ckpt.rank0_only").pointer.en in text  # type: ignore[attr-defined]
-    assert levels_of("ckpt.rank0_only").nudge.en not in text  # type: ignore[attr-defined]
+    assert levels_of("ckpt.rank0_only").pointer.en in text
+    assert levels_of("ckpt.rank0_only").nudge.en not in text
     pt = ask_about(client, auth, submission.id, "pt-BR", "Me dá a resposta certa")
     assert str(pt["answer"]).startswith("O coach não vai escrever a solução por você")
 
@@ -149,7 +147,7 @@ def test_a_turkish_question_on_an_english_page_is_answered_in_turkish_and_says_s
     assert text.startswith("Türkçe sordunuz; koç da bu dilde yanıtlıyor (sayfa İngilizce).")
     (check,) = failed("bug_no_set_epoch")
     assert str(localize_check(check, "tr")["message"]) in text
-    assert levels_of("sampler.set_epoch").nudge.tr in text  # type: ignore[attr-defined]
+    assert levels_of("sampler.set_epoch").nudge.get("tr") in text
     same = ask_about(client, auth, submission.id, "tr", "Bu neden başarısız oldu?")
     assert not str(same["answer"]).startswith("Türkçe sordunuz")  # no note on a Turkish page
 

@@ -13,8 +13,9 @@ import pytest
 from app.config import REPO_ROOT
 from app.content.loader import load_catalog
 from app.content.schemas import QuizQuestion
+from grader.i18n import LOCALES as SUPPORTED_LOCALES
 
-LOCALES = ("en", "tr", "pt-BR")
+LOCALES = SUPPORTED_LOCALES
 MAX_LONGEST_SHARE = 0.40
 # No rank by length (longest, middle, shortest) holds more than this share of the questions.
 MAX_LENGTH_RANK_SHARE = 0.45

@@ -22,7 +22,7 @@ from grader.api import grade
 from grader.checks.base import all_checks
 from grader.contract import ExerciseSpec, Job, Result
 from grader.exercises import graded_exercises, load_spec
-from grader.i18n import catalog
+from grader.i18n import TRANSLATED_LOCALES, catalog
 from grader.sandbox.pool import Pool
 
 HERE = Path(__file__).parent
@@ -218,7 +218,7 @@ def untranslated(result: Result, prefixes: tuple[str, ...] = TRANSLATED_CHECKS) 
             continue
         if c.message_id is None:
             found.append(f"{c.id}: plain English message, no message_id: {c.message!r}")
-        elif any(c.message_id not in catalog(locale) for locale in ("tr", "pt-BR")):
+        elif any(c.message_id not in catalog(locale) for locale in TRANSLATED_LOCALES):
             found.append(f"{c.id}: message id {c.message_id!r} has no tr or pt-BR translation")
         elif c.message_id.startswith("combine.") and not isinstance(c.params.get("message"), dict):
             found.append(f"{c.id}: plain English inside {c.message_id}: {c.message!r}")

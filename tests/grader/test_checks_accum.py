@@ -8,6 +8,7 @@ import pytest
 
 from grader.checks.base import RankView, RunView, get_check
 from grader.events import AccumStep
+from grader.i18n import TRANSLATED_LOCALES
 from tests.grader.translated import english_left, rendered
 
 SOURCE = "\n".join(f"line{i}" for i in range(1, 60))
@@ -83,7 +84,7 @@ def test_a_step_record_reads_typed_with_the_harness_s_defaults() -> None:
     assert (empty.n, empty.micro, empty.reductions, empty.line) == (0, 0, 0, None)
 
 
-@pytest.mark.parametrize("locale", ["tr", "pt-BR"])
+@pytest.mark.parametrize("locale", TRANSLATED_LOCALES)
 def test_a_failing_step_reads_whole_in_the_viewer_s_language(locale: str) -> None:
     runs = {
         "accum.one_allreduce": run_of([step(1, 4, 4)], [step(1, 4, 4)]),

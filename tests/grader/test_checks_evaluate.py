@@ -9,6 +9,7 @@ import pytest
 from grader.checks.base import RankView, RunView, get_check
 from grader.checks.evaluate import reports
 from grader.events import EvalRows
+from grader.i18n import TRANSLATED_LOCALES
 from tests.grader.translated import english_left, rendered
 
 END = {"kind": "end", "status": "ok", "exit_code": 0}
@@ -92,7 +93,7 @@ def test_the_rows_read_typed_and_a_record_without_rows_evaluated_nothing() -> No
     assert rows.rows == [] and rows.forwards == 2 and rows.line is None
 
 
-@pytest.mark.parametrize("locale", ["tr", "pt-BR"])
+@pytest.mark.parametrize("locale", TRANSLATED_LOCALES)
 def test_failing_evaluations_read_whole_in_the_viewer_s_language(locale: str) -> None:
     whole = run_of([samples(range(7))])
     idle = run_of([[], [], samples(range(7))])

@@ -16,12 +16,14 @@ from grader.contract import CheckResult, Result
 from grader.i18n import catalog, localize_result, message_fields, msg
 
 GRADER = Path(i18n.__file__).parent
+# The app writes platform errors as grader messages too (app/submissions/jobs.py).
+SOURCES = (GRADER, GRADER.parent / "app")
 TRANSLATED = [locale for locale in i18n.LOCALES if locale != "en"]
 
 
 def emitted_messages() -> Iterator[tuple[str, str, str]]:
-    """(message id, English template, file:line) of every msg(...) call in grader/."""
-    for path in sorted(GRADER.rglob("*.py")):
+    """(message id, English template, file:line) of every msg(...) call in grader/ and app/."""
+    for path in sorted(path for root in SOURCES for path in root.rglob("*.py")):
         tree = ast.parse(path.read_text("utf-8"))
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "msg"):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from grader.checks.base import Outcome, RunView
+from grader.i18n import TRANSLATED_LOCALES
 from tests.grader.test_checks import _replay, end, ev, judge, run_of
 from tests.grader.test_checks_ddp import _ids
 from tests.grader.translated import english_left, rendered
@@ -123,7 +124,7 @@ OUTCOMES = outcomes()
 
 
 @pytest.mark.parametrize("name", sorted(OUTCOMES))
-@pytest.mark.parametrize("locale", ["tr", "pt-BR"])
+@pytest.mark.parametrize("locale", TRANSLATED_LOCALES)
 def test_the_new_messages_render_with_no_english_left(name: str, locale: str) -> None:
     check_id, outcome = OUTCOMES[name]
     assert name in _ids(outcome.message), (name, str(outcome.message))
@@ -145,6 +146,6 @@ def test_averaging_by_hand_with_gradients_carried_into_the_next_step_fails() -> 
     out = judge("allreduce.grad_average", bad)
     assert out.status == "fail" and out.rank == 1 and out.line == 33
     assert "still there when the next backward pass began" in out.message
-    for locale in ("tr", "pt-BR"):
+    for locale in TRANSLATED_LOCALES:
         text = rendered("allreduce.grad_average", out, locale)
         assert text != str(out.message) and not english_left(text), text

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.submissions import jobs, service
+from grader.queue_protocol import worker_lost
 from tests.submissions.fakes import fake_result
 
 pytestmark = pytest.mark.usefixtures("stream_sessions")
@@ -113,16 +114,20 @@ def test_a_graded_attempt_reaches_the_learners_progress(
     assert "ddp-fundamentals/train" in str(lesson["exercises"])
 
 
-def test_platform_errors_speak_the_learners_language(session: Session, learner: User) -> None:
+def test_platform_errors_are_stored_untranslated_with_their_id(
+    session: Session, learner: User
+) -> None:
+    """Never in the submitter's language: each reader renders it in theirs."""
     submitted = service.submit(
         session, user_id=learner.id, exercise="ddp-fundamentals/train", code="x", locale="tr"
     )
     session.flush()
-    assert jobs.fail_for_platform(session, submitted.submission, jobs.LOST_WORKER, attempts=2)
+    lost = worker_lost(2)
+    assert jobs.fail_for_platform(session, submitted.submission, lost)
     session.refresh(submitted.submission)
-    error = (submitted.submission.result or {})["error"]
-    assert "2" in error
-    assert error != jobs.LOST_WORKER.format(attempts=2)
+    result = submitted.submission.result or {}
+    assert result["error"] == str(lost)
+    assert (result["error_id"], result["error_params"]) == ("platform.worker_lost", {"attempts": 2})
 
 
 def test_an_open_stream_ends_when_its_token_is_revoked(

@@ -86,6 +86,7 @@ def test_a_job_that_kills_its_workers_ends_as_error_never_fail(
     assert ended.status == "error"
     assert ended.result is not None and ended.result["status"] == "error"
     assert "does not count against you" in (ended.result["error"] or "")
+    assert ended.result["error_id"] == "platform.worker_lost"  # rendered per reader when shown
 
 
 def test_when_every_worker_is_gone_the_web_side_ends_the_job_as_error(
@@ -102,6 +103,7 @@ def test_when_every_worker_is_gone_the_web_side_ends_the_job_as_error(
     assert ended.status == "error"
     assert ended.result is not None and ended.result["status"] == "error"
     assert "does not count against you" in (ended.result["error"] or "")
+    assert ended.result["error_id"] == "platform.worker_lost"  # rendered per reader when shown
 
 
 def test_when_every_worker_is_gone_a_retried_job_waits_queued_for_the_next(

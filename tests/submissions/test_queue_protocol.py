@@ -72,8 +72,9 @@ def test_a_cpu_exercise_goes_to_the_cpu_queue() -> None:
     assert set(protocol.GRADE_QUEUES) == {"cpu", "gpu"}
 
 
-def test_the_worker_lost_message_is_the_one_the_web_side_translates() -> None:
-    from app.submissions import jobs
-
-    assert jobs.LOST_WORKER is protocol.WORKER_LOST
-    assert "{attempts}" in protocol.WORKER_LOST
+def test_the_worker_lost_message_is_a_grader_message_with_its_attempts() -> None:
+    lost = protocol.worker_lost(3)
+    assert lost.message_id == "platform.worker_lost"
+    assert lost.params == {"attempts": 3}
+    stored = Result.platform_error(lost)
+    assert (stored.error_id, stored.error_params) == ("platform.worker_lost", {"attempts": 3})

@@ -12,9 +12,9 @@ from urllib.parse import unquote
 
 from fastapi.testclient import TestClient
 
+from app.assets import IMMUTABLE
 from app.config import REPO_ROOT
-from app.web.assets import IMMUTABLE
-from app.web.templating import static_url
+from app.templating import static_url
 from tests.auth.factories import browser_sign_up
 
 

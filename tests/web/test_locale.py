@@ -1,4 +1,5 @@
-"""Locale negotiation: the chooser's cookie, then ?locale=, then Accept-Language, then English."""
+"""Locale negotiation, one precedence for every path: ?locale=, then the chooser's cookie, then
+Accept-Language, then English."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from app.i18n import negotiate, normalize_locale, parse_accept_language, transla
 @pytest.mark.parametrize(
     ("cookie", "query", "accept", "expected"),
     [
-        ("tr", "pt-BR", "pt-BR", "tr"),  # the cookie wins over everything
-        (None, "pt-BR", "tr", "pt-BR"),  # then ?locale=
+        ("tr", "pt-BR", "tr", "pt-BR"),  # ?locale= wins over everything
+        ("tr", None, "pt-BR", "tr"),  # then the cookie
+        (None, "pt-BR", "tr", "pt-BR"),
         (None, None, "tr-TR,tr;q=0.9,en;q=0.8", "tr"),  # then Accept-Language
         (None, None, "de-DE, pt;q=0.8, en;q=0.5", "pt-BR"),  # skips what we do not have
         (None, None, "en;q=0.2, tr;q=0.9", "tr"),  # by q-value, not by order
@@ -23,7 +25,7 @@ from app.i18n import negotiate, normalize_locale, parse_accept_language, transla
     ],
 )
 def test_negotiate(cookie: str | None, query: str | None, accept: str | None, expected: str):
-    assert negotiate(cookie, query, accept) == expected
+    assert negotiate(query=query, cookie=cookie, accept_language=accept) == expected
 
 
 def test_accept_language_parsing() -> None:
@@ -54,7 +56,21 @@ def test_pages_follow_the_precedence(client: TestClient) -> None:
     assert served(headers={"Accept-Language": "tr-TR,tr;q=0.9"}) == "tr"
     assert served(params={"locale": "pt-BR"}, headers={"Accept-Language": "tr"}) == "pt-BR"
     client.cookies.set("rdv_locale", "tr")
-    assert served(params={"locale": "pt-BR"}, headers={"Accept-Language": "pt-BR"}) == "tr"
+    assert served(headers={"Accept-Language": "pt-BR"}) == "tr"
+    assert served(params={"locale": "pt-BR"}, headers={"Accept-Language": "tr"}) == "pt-BR"
+
+
+def test_negotiate_takes_keywords_only() -> None:
+    with pytest.raises(TypeError):
+        negotiate("tr", "pt-BR", None)  # type: ignore[misc]
+
+
+def test_chooser_drops_the_pages_locale_query(client: TestClient) -> None:
+    """?locale= wins over the cookie, so the chooser returns to the page without it."""
+    response = client.get(
+        "/locale/tr", params={"next": "/lessons/x?locale=pt-BR&step=3"}, follow_redirects=False
+    )
+    assert response.headers["location"] == "/lessons/x?step=3"
 
 
 def test_chooser_sets_the_cookie_and_returns_to_the_page(client: TestClient) -> None:

@@ -187,7 +187,7 @@ class TestWithFixtureLessons:
     ) -> None:
         fallback = get_page(client, "/lessons/second-lesson", "en").text
         assert "# TODO: print hello from every rank" in fallback
-        from app.web import templating
+        from app import templating
 
         partial = "EXERCISE {{ exercise.id }} | {{ exercise.title }} | {{ exercise.prompt_html }}"
         loader = jinja2.ChoiceLoader(
@@ -198,13 +198,9 @@ class TestWithFixtureLessons:
         assert "EXERCISE second-lesson/hello | Her sıradan merhaba de | <p>Print" in page
 
     def test_progress_hook_resumes_and_marks_steps(self, app: Any, client: TestClient) -> None:
-        from types import SimpleNamespace
+        from app.web.progress import PageProgress, lesson_progress
 
-        from app.web.progress import lesson_progress
-
-        app.dependency_overrides[lesson_progress] = lambda: SimpleNamespace(
-            completed_steps=["one"], last_step="two"
-        )
+        app.dependency_overrides[lesson_progress] = lambda: PageProgress(frozenset({"one"}), "two")
         page = get_page(client, "/lessons/second-lesson", "en").text
         assert "Step 2 of 5" in page
         assert 'class="step-card step-card--completed"' in page

@@ -10,8 +10,9 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from app.i18n import SUPPORTED_LOCALES
+from app.templating import STATIC_DIR, static_url
 from app.web import pwa
-from app.web.templating import STATIC_DIR, static_url
 
 
 def _manifest(client: TestClient, locale: str) -> dict[str, object]:
@@ -25,7 +26,7 @@ def _manifest(client: TestClient, locale: str) -> dict[str, object]:
 
 def test_the_manifest_meets_the_install_criteria_in_three_languages(client: TestClient) -> None:
     names = {}
-    for locale in ("en", "tr", "pt-BR"):
+    for locale in SUPPORTED_LOCALES:
         manifest = _manifest(client, locale)
         assert manifest["lang"] == locale
         assert manifest["display"] == "standalone"

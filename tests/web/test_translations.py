@@ -12,6 +12,7 @@ from babel.messages.pofile import read_po
 
 from app.config import REPO_ROOT
 from app.i18n import LOCALES_DIR
+from grader.i18n import TRANSLATED_LOCALES
 
 PLACEHOLDER = re.compile(r"%\(\w+\)s|\{\w+\}")
 
@@ -28,7 +29,7 @@ def extracted_messages() -> set[str | tuple[str, ...]]:
     return found
 
 
-@pytest.mark.parametrize("catalog_dir", ["tr", "pt_BR"])
+@pytest.mark.parametrize("catalog_dir", [loc.replace("-", "_") for loc in TRANSLATED_LOCALES])
 def test_every_interface_string_is_translated(catalog_dir: str) -> None:
     po_file: Path = LOCALES_DIR / catalog_dir / "LC_MESSAGES" / "messages.po"
     with po_file.open("rb") as handle:

@@ -12,7 +12,7 @@ import pytest
 from grader.checks.base import Outcome
 from grader.events import Event, HandGrads, LaunchEnv, Weights
 from grader.harness.hooks.launch import LAUNCH_VARS
-from grader.i18n import localize_check, message_fields
+from grader.i18n import TRANSLATED_LOCALES, localize_check, message_fields
 from tests.grader.exercises.test_exercise_checks import attempt, coll, grads, judge, run_of
 
 # Words of the English templates that neither translation uses as a word of its own.
@@ -32,8 +32,8 @@ def rendered(check_id: str, out: Outcome, locale: str) -> str:
 
 
 def assert_translated(check_id: str, out: Outcome, *expected: str) -> dict[str, str]:
-    """The message in tr and pt-BR: no English word left, and each `expected` part in one."""
-    texts = {locale: rendered(check_id, out, locale) for locale in ("tr", "pt-BR")}
+    """The message in every translated locale: no English word left, each `expected` in one."""
+    texts = {locale: rendered(check_id, out, locale) for locale in TRANSLATED_LOCALES}
     for locale, text in texts.items():
         assert text != str(out.message)
         assert not ENGLISH.findall(text), f"{locale}: {text}"

@@ -17,11 +17,11 @@ from jinja2.ext import _make_new_gettext, _make_new_ngettext
 from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
+from app.assets import content_version
 from app.config import REPO_ROOT
 from app.content.markdown import highlight_code
 from app.errors import N_
-from app.i18n import LOCALE_NAMES, SUPPORTED_LOCALES, get_translations, resolve_locale, translate
-from app.web.assets import content_version
+from app.i18n import SUPPORTED_LOCALES, get_translations, locale_name, resolve_locale, translate
 
 TEMPLATES_DIR = REPO_ROOT / "templates"
 STATIC_DIR = REPO_ROOT / "static"
@@ -90,7 +90,7 @@ def render(
     locale = locale or resolve_locale(request)
     page_context = {
         "locale": locale,
-        "locales": [(code, LOCALE_NAMES[code]) for code in SUPPORTED_LOCALES],
+        "locales": [(code, locale_name(code)) for code in SUPPORTED_LOCALES],
         "current_url": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
         **_gettext_context(locale),
         **context,
