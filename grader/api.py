@@ -1,6 +1,6 @@
-"""The grader's entry point: `grade(job) -> Result`, plan -> run -> judge (the app calls it, and
-`prewarm`/`hint_exercise` with the pool it owns; it also imports `grader.contract`,
-`grader.i18n` and `grader.queue_protocol`).
+"""The grader's entry point: `grade(job) -> Result`, plan -> run -> judge (the app's local backend
+calls it, and `prewarm`/`hint_exercise` with the pool it owns; what else the app may import of
+the grader: docs/architecture.md, "The app/grader boundary").
 
 Plan: the launches of `launch.plan.plan_launches`. Run: each in order, in a fresh sandbox and job
 dir (`launch.host.run_launch`); a program that cannot run to the end at one world size
