@@ -20,7 +20,6 @@ locks or descriptors.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -34,9 +33,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from grader.inside.rank_shim import COLD, SERVED, STATUS
+from grader.launch.wire import SpareHandover
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +177,7 @@ def hand_over(
     cwd: str | None = None,
 ) -> bool:
     """Give a ready spare its process: argv, environment, cwd and descriptors 0, 1 and 2."""
-    message = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
+    message = SpareHandover(tuple(argv), env, cwd or os.getcwd()).to_json().encode()
     try:
         socket.send_fds(spare.sock, [len(message).to_bytes(8, "big")], list(fds))
         spare.sock.sendall(message)
@@ -199,19 +198,20 @@ def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
     return got
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
-    """One hand-over (hand_over's or the rank shim's): the message and its 3 descriptors."""
+def _receive(sock: socket.socket) -> tuple[SpareHandover, list[int]] | None:
+    """One hand-over (hand_over's or the rank shim's) and its 3 descriptors; None for anything
+    else (a closed socket, a damaged message, not three descriptors)."""
     fds: list[int] = []
     try:
         head, fds, _flags, _addr = socket.recv_fds(sock, 8, 3)
         if not head:
             return None
         head = _recv_exactly(sock, 8, head)
-        message = json.loads(_recv_exactly(sock, int.from_bytes(head, "big")))
-    except (OSError, EOFError, ValueError):
+        message = SpareHandover.from_json(_recv_exactly(sock, int.from_bytes(head, "big")))
+    except (OSError, EOFError, ValueError):  # WireError is a ValueError
         _close_all(fds)
         return None
-    if len(fds) != 3 or not isinstance(message, dict):
+    if len(fds) != 3:
         _close_all(fds)
         return None
     return message, fds
@@ -242,10 +242,10 @@ def ready_and_receive() -> list[str] | None:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    os.chdir(message["cwd"])
+    os.chdir(message.cwd)
     os.environ.clear()
-    os.environ.update(message["env"])
-    argv: list[str] = message["argv"]
+    os.environ.update(message.env)
+    argv = list(message.argv)
     sys.orig_argv[:] = argv
     return argv
 
@@ -293,11 +293,11 @@ class SpareServer:
             message, fds = got
             spare = None
             try:
-                argv = [str(a) for a in message["argv"]]
+                argv = list(message.argv)
                 if argv[1:4] == rank_command(sys.executable)[1:4]:
                     spare = self.spares.take()
                 if spare is not None and not hand_over(
-                    spare, argv, dict(message["env"]), (fds[0], fds[1], fds[2]), message["cwd"]
+                    spare, argv, dict(message.env), (fds[0], fds[1], fds[2]), message.cwd
                 ):
                     spare.discard()
                     spare = None

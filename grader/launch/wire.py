@@ -453,3 +453,27 @@ class NodeResult:
     @classmethod
     def from_json(cls, text: str) -> NodeResult:
         return cls.from_dict(_loads("NodeResult", text))
+
+
+@dataclass(frozen=True)
+class SpareHandover:
+    """A rank handed to a spare interpreter (grader.inside.spares): what it becomes, sent over
+    a Unix socket with its descriptors 0, 1 and 2. The rank shim (grader/inside/rank_shim.py,
+    standard library only, no grader import) writes the same three fields."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+
+    def to_json(self) -> str:
+        return _dumps({"argv": list(self.argv), "env": dict(self.env), "cwd": self.cwd})
+
+    @classmethod
+    def from_dict(cls, data: object) -> SpareHandover:
+        r = _Reader("SpareHandover", data)
+        return cls(argv=r.texts("argv"), env=r.text_map("env"), cwd=r.text("cwd"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> SpareHandover:
+        raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        return cls.from_dict(_loads("SpareHandover", raw))

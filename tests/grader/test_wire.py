@@ -16,6 +16,7 @@ from grader.launch.wire import (
     PlacedFault,
     RankReport,
     Report,
+    SpareHandover,
     SupervisorConfig,
     WireError,
 )
@@ -122,3 +123,15 @@ def test_a_damaged_file_is_a_wire_error() -> None:
         Report.from_json('{"ranks": [')
     with pytest.raises(ValueError):  # the callers' except ValueError covers it
         SupervisorConfig.from_json(json.dumps({"nonce": "n"}))
+
+
+def test_a_spare_handover_round_trips_and_names_a_bad_field() -> None:
+    handover = SpareHandover(
+        argv=("python", "-u", "-m", "grader.harness"), env={"A": "1"}, cwd="/w"
+    )
+    assert SpareHandover.from_json(handover.to_json()) == handover
+    assert SpareHandover.from_json(handover.to_json().encode()) == handover
+    with pytest.raises(WireError, match=r"SpareHandover.*env"):
+        SpareHandover.from_json('{"argv": ["x"], "env": ["A"], "cwd": "/"}')
+    with pytest.raises(WireError, match="SpareHandover"):
+        SpareHandover.from_json("not json")
