@@ -12,6 +12,7 @@ import pytest
 
 from app.config import REPO_ROOT
 from app.content.loader import load_catalog
+from app.content.service import localized_lesson
 from tests.e2e.accounts import register, sign_in_after_registering
 from tests.e2e.conftest import LiveServer
 
@@ -48,7 +49,9 @@ def test_a_no_js_answer_shows_up_on_the_course_page(browser: Any, live_server: L
 
         before.locator('[data-action="start"]').click()
         page.wait_for_url(re.compile(rf"/lessons/{LESSON.id}"))
-        first_card = len(LESSON.steps) + 1  # the quick check's first question, after the steps
+        # The question's card, wherever the lesson's sequence puts it (1-based, as ?step= counts).
+        cards = [(card.kind, card.id) for card in localized_lesson(LESSON.id, "en").sequence]
+        first_card = cards.index(("question", question.id)) + 1
         page.goto(f"/lessons/{LESSON.id}?step={first_card}")
         form = page.locator(f"#quiz-{question.id}")
         form.locator(f'input[value="{question.answer}"]').check()
