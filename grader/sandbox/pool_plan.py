@@ -15,13 +15,11 @@ from typing import Any
 
 from grader.contract import Limits
 from grader.sandbox.base import Preparation, Sandbox, SandboxRequest
-from grader.settings import settings
+from grader.settings import GraderSettings, settings
 
 log = logging.getLogger(__name__)
 
-POOL_ENV = "RDV_WARM_POOL"
-IDLE_ENV = "RDV_WARM_IDLE_S"
-DEFAULT_IDLE_S = 600.0
+DEFAULT_IDLE_S = GraderSettings.warm_idle_s  # RDV_WARM_IDLE_S unset
 # Memory an idle warm sandbox holds (the supervisor and 2 spare ranks, torch imported in each;
 # measured 1870 MiB for 3 sandboxes of 2, 3 and 1 spares), for the default size.
 IDLE_MIB = 700

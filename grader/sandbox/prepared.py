@@ -15,8 +15,6 @@ from grader.launch.wire import READY
 from grader.sandbox.base import Preparation
 from grader.sandbox.process import OutputCap
 
-READY_LINE = READY  # what a waiting supervisor prints once it is ready (grader.launch.wire)
-
 
 class PreparedOutput:
     """The combined output of a sandbox's command, whoever reads it and whenever."""
@@ -41,7 +39,7 @@ class PreparedOutput:
             while (cut := self.partial.find(b"\n")) >= 0:
                 line = bytes(self.partial[:cut])
                 del self.partial[: cut + 1]
-                if line.decode("utf-8", "replace") == READY_LINE:
+                if line.decode("utf-8", "replace") == READY:
                     self.ready.set()
                 elif len(self.before) < 50:
                     self.before.append(line[:2000])

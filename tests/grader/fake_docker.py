@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from grader.sandbox.prepared import READY_LINE
+from grader.launch.wire import READY
 
 _ids = itertools.count(1)
 
@@ -96,7 +96,7 @@ class FakeContainer:
             self.stop(1)
             self.done.set()
             return
-        yield (READY_LINE + "\n").encode()
+        yield (READY + "\n").encode()
         config = self._wait_for_config()
         if config is None or behaviour == "ends-before-job":
             self.stop(0)

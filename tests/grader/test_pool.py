@@ -47,14 +47,14 @@ def test_launches_that_differ_only_in_what_a_job_sets_late_share_a_sandbox(
 
 
 def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(pool_plan.POOL_ENV, "0")
+    monkeypatch.setenv("RDV_WARM_POOL", "0")
     reset()  # grader.settings reads the environment once: again now
     assert pool_plan.pool_size() == 0
     assert open_pool() is None
-    monkeypatch.setenv(pool_plan.POOL_ENV, "3")
+    monkeypatch.setenv("RDV_WARM_POOL", "3")
     reset()
     assert pool_plan.pool_size() == 3
-    monkeypatch.delenv(pool_plan.POOL_ENV)
+    monkeypatch.delenv("RDV_WARM_POOL")
     reset()
     monkeypatch.setattr(pool_plan, "_available_mib", lambda: 24 * 1024)
     monkeypatch.setattr(pool_plan, "usable_cores", lambda: 1)

@@ -38,7 +38,7 @@ PER_PROCESS = ("seed", "numpy", "random", "hash")
 IMPORTS = ("start", "after")
 
 
-def grade_file(name: str, monkeypatch: pytest.MonkeyPatch, *, pool: int) -> Result:
+def grade_file(name: str, *, pool: int) -> Result:
     from grader.api import grade
     from grader.exercises import load_spec
 
@@ -100,11 +100,9 @@ def assert_drawn_per_process(found: dict[int, dict[str, Any]], keys: tuple[str, 
         assert found[0][key] != found[1][key], f"{key} is the same on both ranks"
 
 
-def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cold = probes(grade_file("probe.py", monkeypatch, pool=0))
-    hot = probes(grade_file("probe.py", monkeypatch, pool=1))
+def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees() -> None:
+    cold = probes(grade_file("probe.py", pool=0))
+    hot = probes(grade_file("probe.py", pool=1))
     for rank in (0, 1):
         assert comparable(hot[rank]) == comparable(cold[rank])
         # At the program's first line a spare holds what a spawned rank holds, and at most what
@@ -117,8 +115,8 @@ def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees(
     assert_drawn_per_process(hot, PER_PROCESS)
 
 
-def test_a_set_order_bug_fails_in_a_warm_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = grade_file("set_order.py", monkeypatch, pool=1)
+def test_a_set_order_bug_fails_in_a_warm_sandbox() -> None:
+    result = grade_file("set_order.py", pool=1)
     assert result.status == "fail", result.summary
     failed = {c.id for c in result.checks if c.status == "fail"}
     assert "run.completed" in failed, failed
@@ -139,7 +137,7 @@ SAMPLE = (
 
 
 @pytest.mark.parametrize("name", SAMPLE)
-def test_a_sampled_case_is_judged_cold_as_warm(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sampled_case_is_judged_cold_as_warm(name: str) -> None:
     from tests.grader.golden import SUITES, assert_graded_as_expected
 
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
@@ -150,7 +148,7 @@ def test_a_sampled_case_is_judged_cold_as_warm(name: str, monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("pool", [0, 1])
 def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
-    pool: int, monkeypatch: pytest.MonkeyPatch
+    pool: int,
 ) -> None:
     """Every node's agent is its own interpreter, as on two machines, and so is every rank, the
     agent's child: spawned by it cold, a spare it started ahead warm (what DDP imports already
