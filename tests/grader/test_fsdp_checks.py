@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from grader.launcher import _carry_out, _stage, plan_launches
-
 from grader.checks.base import RankView, RunView, get_check
 from grader.contract import ExerciseSpec
+from grader.launch.host import _carry_out, _stage
+from grader.launch.plan import plan_launches
+from grader.launch.wire import SupervisorConfig
 
 NAMES = ["0.weight", "0.bias"]
 FULL = [64, 8]
@@ -158,12 +159,13 @@ def test_a_resumed_launch_starts_from_the_previous_job_dir(tmp_path: Path) -> No
     first, carry, second = tmp_path / "a", tmp_path / "carry", tmp_path / "b"
     first.mkdir()
     second.mkdir()
-    _stage(first, "print(1)", ".rdv-config-1.json", {}, carry=carry)  # nothing carried yet
+    config = SupervisorConfig(nonce="n", world_size=2, wall_seconds=10.0, output_cap=1000)
+    _stage(first, "print(1)", ".rdv-config-1.json", config, carry=carry)  # nothing carried yet
     (first / "ckpt").mkdir()
     (first / "ckpt" / "__0_0.distcp").write_bytes(b"shard")
     (first / ".rdv-report-x.json").write_text("{}")
     _carry_out(first, carry)
     assert sorted(p.name for p in carry.rglob("*")) == ["__0_0.distcp", "ckpt"]
-    _stage(second, "print(2)", ".rdv-config-2.json", {}, carry=carry)
+    _stage(second, "print(2)", ".rdv-config-2.json", config, carry=carry)
     assert (second / "ckpt" / "__0_0.distcp").read_bytes() == b"shard"
     assert (second / "main.py").read_text() == "print(2)"

@@ -430,10 +430,12 @@ def test_work_dirs_left_by_a_dead_grader_are_swept(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the sized work dirs need root")
     from grader.sandbox import users, workdir
+    from grader.settings import settings
 
-    user = next(u for s in range(users.SLOTS) if (u := users.try_acquire_slot(s)) is not None)
+    slots = range(settings().sandbox_slots)
+    user = next(u for s in slots if (u := users.try_acquire_slot(s)) is not None)
     assert user.slot is not None
-    stale = users.STATE_DIR / "work" / f"slot-{user.slot}"
+    stale = users.state_dir() / "work" / f"slot-{user.slot}"
     stale.mkdir(parents=True, exist_ok=True)
     workdir._mount_tmpfs(stale, "size=1m")
     user.release()  # as if its grader had died mid-job
