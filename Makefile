@@ -14,8 +14,10 @@ run: setup
 	$(PY) -m app serve --host $(HOST) --port $(PORT)
 
 test: setup
-	# One rerun: a grading run on a loaded 2-core box can miss its wall clock; a rerun shows as R.
-	$(PY) -m pytest -n auto --dist loadgroup --reruns 1 --durations=30 $(PYTEST_ARGS)
+	# One worker more than cores: a grading's waits (a hang's timeout, a rank's start) leave a core
+	# idle that the extra worker uses. One rerun: a grading run on a loaded 2-core box can miss its
+	# wall clock; a rerun shows as R.
+	$(PY) -m pytest -n $$(( $$(nproc) + 1 )) --dist loadgroup --reruns 1 --durations=30 $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

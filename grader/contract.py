@@ -148,7 +148,8 @@ class LaunchInfo(BaseModel):
     device: str
     sandbox: str
     # Of this grading's launches: how many ran in a pre-started (warm) sandbox, and how many of
-    # their ranks a pre-imported interpreter served (grader.sandbox.pool, grader.inside.spares).
+    # all their ranks a zygote forked with the imports done (grader.sandbox.pool,
+    # grader.inside.zygote; the others started cold, each its own interpreter).
     warm_launches: int = 0
     spare_ranks: int = 0
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from grader.events import End, ProgramException, Start
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
 from grader.harness.tracer import Tracer
-from grader.inside.spares import SPARE_FD_ENV
 from grader.launch.wire import HarnessSettings
 
 REAL_EXIT = os._exit
@@ -131,13 +130,6 @@ def _watch_os_exit(tracer: Tracer) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if SPARE_FD_ENV in os.environ:  # a spare (grader.inside.spares): wait to become a rank
-        from grader.harness.spare import become_rank
-
-        taken = become_rank()
-        if taken is None:
-            REAL_EXIT(0)
-        argv = taken
     if not argv:
         print("usage: python -m grader.harness main.py [args...]", file=sys.stderr)
         return 2

@@ -27,24 +27,22 @@ from pathlib import Path
 from typing import Any
 
 from grader.inside.spares import (
-    READY_WAIT_S,
     SPARE_FD_ENV,
     Spares,
     SpareServer,
     hand_over,
-    rank_command,
     ready_and_receive,
     serve,
 )
+from grader.inside.zygote import Zygote, fork_zygote
+from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import NodeResult, NodeSpec
 
 JOIN_TIMEOUT_S = 60
-# A node spare (grader.inside.spares) is told how many spare ranks to start for its node.
-SPARE_RANKS_ENV = "RDV_SPARE_RANKS"
 
 
 def node_command(python: str) -> list[str]:
-    return [python, "-m", "grader.inside.multinode"]
+    return [python, "-u", "-m", "grader.inside.multinode"]
 
 
 def free_port() -> int:
@@ -186,59 +184,46 @@ def run_node(spec: NodeSpec, server: SpareServer | None = None) -> NodeResult:
 
 
 def start_node_spares(nnodes: int, nproc_per_node: int) -> list[Spares]:
-    """A warm supervisor's agents for a job of `nnodes` nodes, one per node, each in its node's
-    environment with `nproc_per_node` spare ranks of its own (started in that environment)."""
+    """A warm supervisor's agents for a job of `nnodes` nodes of `nproc_per_node` ranks, one per
+    node, each in its node's environment (its zygote forked in that environment)."""
     found = []
     for node in range(nnodes):
         spares = Spares(node_command(sys.executable))
-        env = {**node_env(node, nproc_per_node), SPARE_RANKS_ENV: str(nproc_per_node)}
-        spares.start(1, env)
+        spares.start(1, node_env(node, nproc_per_node))
         found.append(spares)
     return found
 
 
-def _spare_node() -> tuple[list[str] | None, Spares | None]:
-    """A node spare: start our own spare ranks, import the launcher, wait to become a node."""
-    count = int(os.environ.pop(SPARE_RANKS_ENV, "0"))
-    ranks = Spares(rank_command(sys.executable)) if count else None
-    if ranks is not None:
-        ranks.start(count)
+def _preload_and_fork() -> Zygote | None:
+    """A node agent's imports (the launcher, and what its ranks import), then its zygote."""
     import torch.distributed.launcher.api  # noqa: F401
 
-    if ranks is not None:
-        for spare in list(ranks.idle):
-            spare.wait_ready(READY_WAIT_S)
-    argv = ready_and_receive()
-    if argv is None:
-        if ranks is not None:
-            ranks.close()
-        return None, None
-    return argv[argv.index("grader.inside.multinode") + 1 :], ranks
+    preload_ranks()
+    return fork_zygote()
 
 
 def main(argv: list[str]) -> int:
-    ranks: Spares | None = None
-    if SPARE_FD_ENV in os.environ:
-        taken, ranks = _spare_node()
+    zygote = _preload_and_fork()
+    if SPARE_FD_ENV in os.environ:  # a node agent started ahead: wait to become a node
+        taken = ready_and_receive()
         if taken is None:
+            if zygote is not None:
+                zygote.close()
             return 0
-        argv = taken
+        argv = taken[taken.index("grader.inside.multinode") + 1 :]
     path = Path(argv[0])
     spec = NodeSpec.from_json(path.read_text())
     path.unlink()
-    server = None
-    if ranks is not None:
-        ranks.for_job(spec.nproc_per_node, spec.max_restarts)
-        server = serve(ranks)
+    server = serve(zygote)
     try:
         result = run_node(spec, server)
     finally:
         if server is not None:
             server.close()
-        if ranks is not None:
-            ranks.close()
-    if ranks is not None:
-        result = dataclasses.replace(result, spare_ranks=ranks.served)
+        if zygote is not None:
+            zygote.close()
+    if zygote is not None:
+        result = dataclasses.replace(result, spare_ranks=zygote.served)
     Path(spec.result).write_text(result.to_json())
     return 0
 

@@ -1,17 +1,17 @@
-"""The command torch's elastic agent starts for a rank when spare ranks wait (inside/spares.py).
+"""The command torch's elastic agent starts for every rank (inside/spares.py, inside/zygote.py).
 
 `python -I -S rank_shim.py SOCKET PYTHON-ARGS...` stands in for `python PYTHON-ARGS...` (the
 rank's real command, `-u -m grader.harness main.py ...`). It imports nothing but the standard
 library's socket layer (no `site`, no grader package: a few milliseconds), then:
 
-- connects to the spare server at SOCKET (the agent's own process runs it) and hands over the
+- connects to the rank server at SOCKET (the agent's own process runs it) and hands over the
   rank's argv, environment and cwd, with its descriptors 0, 1 and 2 (SCM_RIGHTS): the files the
   agent opened for this rank's stdout/stderr, or its own streams with no redirect;
-- if the server answers that a spare took the rank: waits for the spare's exit status, relays the
-  signals the agent sends (SIGTERM and SIGINT at a stop or restart; a SIGKILL kills the shim, whose
-  closed socket makes the server kill the spare's process group) and ends as the spare did: the
-  same exit code, or death by the same signal (the agent sees -SIG as for a spawned rank);
-- otherwise (no server, no spare left, a failed hand-over) it becomes the real rank with
+- if the server answers that the zygote forked the rank: waits for the rank's exit status, relays
+  the signals the agent sends (SIGTERM and SIGINT at a stop or restart; a SIGKILL kills the shim,
+  whose closed socket makes the server kill the rank's process group) and ends as the rank did:
+  the same exit code, or death by the same signal (the agent sees -SIG as for a spawned rank);
+- otherwise (no server, no zygote, a failed hand-over) it becomes the real rank with
   `os.execv`: a cold start, as if torch had started it itself.
 """
 
@@ -24,8 +24,8 @@ import sys
 
 SERVED = b"S"
 COLD = b"C"
-STATUS = struct.Struct(">i")  # the spare's exit status as Popen.returncode: -N for signal N
-# The signals the agent (or a stop) sends a worker's process group; passed on to the spare's.
+STATUS = struct.Struct(">i")  # the rank's exit status as Popen.returncode: -N for signal N
+# The signals the agent (or a stop) sends a worker's process group; passed on to the rank's.
 RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 
 
@@ -34,7 +34,7 @@ def _exec_cold(argv: list[str]) -> None:
 
 
 def _ask(path: str, argv: list[str]) -> socket.socket | None:
-    """The connection to the spare server once a spare took the rank, else None."""
+    """The connection to the rank server once the zygote forked the rank, else None."""
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
@@ -50,7 +50,7 @@ def _ask(path: str, argv: list[str]) -> socket.socket | None:
 
 
 def _relay(sock: socket.socket) -> int:
-    """Pass the agent's signals on until the spare's status arrives; that status."""
+    """Pass the agent's signals on until the rank's status arrives; that status."""
 
     def forward(signum: int, _frame: object) -> None:
         try:  # noqa: SIM105 (contextlib is one import more at every rank's start)
@@ -87,8 +87,8 @@ def _end_as(status: int) -> None:
 
 def main() -> None:
     path, argv = sys.argv[1], [sys.executable, *sys.argv[2:]]
-    # A signal that comes while the rank is being handed over waits: to the spare once it took
-    # the rank, or to the shim itself (default action) before it becomes the rank cold.
+    # A signal that comes while the rank is being handed over waits: to the rank once the zygote
+    # forked it, or to the shim itself (default action) before it becomes the rank cold.
     signal.pthread_sigmask(signal.SIG_BLOCK, RELAYED)
     sock = _ask(path, argv)
     if sock is None:

@@ -1,20 +1,17 @@
-"""Spare ranks: interpreters a warm supervisor starts ahead of its job, each to become one rank.
+"""How ranks reach the learner's program without an interpreter start each, and the processes a
+warm supervisor starts ahead of its job.
 
-A spare is `python -u -m grader.harness main.py`, the very command torchrun's agent runs for a
-rank, started by the supervisor (the process the agent runs in) as its own session. It imports
-torch and the harness's hooks, tells the supervisor it is ready over a socket, and waits.
+Ranks: torch's elastic agent starts each rank through its own process handling, with
+inside/rank_shim.py as the command (`SpareServer.entry_args`): a bare interpreter that connects to
+this process's `SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1,
+2 (SCM_RIGHTS). The zygote (grader.inside.zygote) forks the rank with them; the shim, which the
+agent holds, relays the agent's signals to the rank's process group and ends as the rank ended
+(its exit code, or death by its signal). A rank the zygote cannot serve (none, it died, an
+unexpected command) is the shim's own `execv` of the real command: a cold start.
 
-The agent starts each rank as usual, through torch's own process handling, but its command is
-inside/rank_shim.py (`SpareServer.entry_args`): a bare interpreter that connects to this process's
-`SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1, 2
-(SCM_RIGHTS). A spare takes them over and runs the rank exactly as a spawned one does
-(grader.harness.spare); the shim, which the agent holds, relays the agent's signals to the
-spare's process group and ends as the spare ended (its exit code, or death by its signal). A
-rank the spares cannot serve (none left, one died, an unexpected command) is the shim's own
-`execv` of the real command: a cold start.
-
-Each spare is a fresh interpreter: its own str hash seed and generators, no inherited threads,
-locks or descriptors.
+Spares (`Spares`): processes started ahead that wait to be handed their process the same way
+(`hand_over`, `ready_and_receive`): a simulated multi-node job's node agents
+(grader.inside.multinode), each a fresh interpreter with its own zygote.
 """
 
 from __future__ import annotations
@@ -35,15 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.inside.rank_shim import COLD, SERVED, STATUS
+from grader.inside.zygote import ForkedRank, Zygote, close_all, receive
 from grader.launch.wire import SpareHandover
 
 log = logging.getLogger(__name__)
 
 SPARE_FD_ENV = "RDV_SPARE_FD"
 READY_BYTE = b"R"
-# How long a rank waits for a spare that is still importing before torch starts one itself.
+# How long a spare still importing is waited for before the work starts without it.
 READY_WAIT_S = 60.0
-# The agent's per-rank command when spares wait: `python -I -S SHIM SOCKET ARGS...`.
+# The agent's per-rank command when a zygote forks the ranks: `python -I -S SHIM SOCKET ARGS...`.
 SHIM = str(Path(__file__).with_name("rank_shim.py"))
 
 
@@ -80,16 +78,12 @@ class Spare:
 
 
 class Spares:
-    """The spares of one warm supervisor."""
+    """Processes a warm supervisor started ahead, each to be handed one process (a node agent)."""
 
     def __init__(self, command: list[str]) -> None:
         self.command = command
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         self.idle: list[Spare] = []
-        self.served = 0
-        self.refill = 0  # replacements to start as spares are taken (restarts of this job)
-        self.pending = 0  # replacements being started
         self.closed = False
 
     def start(self, count: int, env: dict[str, str] | None = None) -> None:
@@ -101,7 +95,6 @@ class Spares:
             with self.lock:
                 if not self.closed:
                     self.idle.append(spare)
-                    self.changed.notify_all()
                     continue
             spare.discard()  # started as the spares were closed
 
@@ -114,57 +107,31 @@ class Spares:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
-                start_new_session=True,  # as torch starts a rank: its own process group
+                start_new_session=True,  # as torch starts a worker: its own process group
             )
         except OSError:
-            log.exception("could not start a spare rank")
+            log.exception("could not start a spare")
             ours.close()
             return None
         finally:
             theirs.close()
         return Spare(proc, ours)
 
-    def for_job(self, nproc: int, max_restarts: int) -> None:
-        """The job is known: keep `nproc` spares, and replace those taken while restarts may
-        need them; the rest go now (they would hold memory the program is allowed)."""
-        with self.lock:
-            extra, self.idle = self.idle[nproc:], self.idle[:nproc]
-            self.refill = nproc if max_restarts > 0 else 0
-        for spare in extra:
-            spare.discard()
-
     def take(self) -> Spare | None:
+        """A ready spare (waiting for one still importing), or None."""
         while True:
             with self.lock:
-                # A replacement still being started is waited for (a restart's ranks come right
-                # after the first ones were taken): it is as far along as a rank torch would start.
-                deadline = time.monotonic() + READY_WAIT_S
-                while not self.idle and self.pending and not self.closed:
-                    if not self.changed.wait(deadline - time.monotonic()):
-                        break  # a start that hangs: torch starts the rank itself
                 if not self.idle:
                     return None
                 spare = self.idle.pop(0)
-                if self.refill > 0:
-                    self.pending += 1
-                    threading.Thread(target=self._replace, daemon=True).start()
             if spare.wait_ready(READY_WAIT_S):
                 return spare
             spare.discard()
 
-    def _replace(self) -> None:
-        try:
-            self.start(1)
-        finally:
-            with self.lock:
-                self.pending -= 1
-                self.changed.notify_all()
-
     def close(self) -> None:
         with self.lock:
-            idle, self.idle, self.refill = self.idle, [], 0
+            idle, self.idle = self.idle, []
             self.closed = True
-            self.changed.notify_all()
         for spare in idle:
             spare.discard()
 
@@ -189,40 +156,6 @@ def hand_over(
     return True
 
 
-def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
-    while len(got) < size:
-        chunk = sock.recv(size - len(got))
-        if not chunk:
-            raise EOFError("the other side closed the socket")
-        got += chunk
-    return got
-
-
-def _receive(sock: socket.socket) -> tuple[SpareHandover, list[int]] | None:
-    """One hand-over (hand_over's or the rank shim's) and its 3 descriptors; None for anything
-    else (a closed socket, a damaged message, not three descriptors)."""
-    fds: list[int] = []
-    try:
-        head, fds, _flags, _addr = socket.recv_fds(sock, 8, 3)
-        if not head:
-            return None
-        head = _recv_exactly(sock, 8, head)
-        message = SpareHandover.from_json(_recv_exactly(sock, int.from_bytes(head, "big")))
-    except (OSError, EOFError, ValueError):  # WireError is a ValueError
-        _close_all(fds)
-        return None
-    if len(fds) != 3:
-        _close_all(fds)
-        return None
-    return message, fds
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
 def ready_and_receive() -> list[str] | None:
     """The spare's side (call it once its imports are done): say it is ready, wait for its
     process, and take it over: descriptors 0, 1 and 2, the cwd, the whole environment (ours is
@@ -231,7 +164,7 @@ def ready_and_receive() -> list[str] | None:
     sock = socket.socket(fileno=fd)
     try:
         sock.sendall(READY_BYTE)
-        got = _receive(sock)
+        got = receive(sock)
     except OSError:
         got = None
     finally:
@@ -256,14 +189,14 @@ def rank_command(python: str) -> list[str]:
 
 
 class SpareServer:
-    """Where the agent's ranks get their spares: the agent starts each rank as inside/rank_shim.py
-    (`entry_args`), which connects here; a spare takes the rank, and the shim waits for it, passes
-    the agent's signals on and ends as it ends. A public way in (the agent's entrypoint and
-    arguments), so torch's own process handling (environment, log files, restarts, stops) is
-    untouched."""
+    """Where the agent's ranks come from: the agent starts each rank as inside/rank_shim.py
+    (`entry_args`), which connects here; the zygote (grader.inside.zygote) forks the rank, and
+    the shim waits for it, passes the agent's signals on and ends as it ends. A public way in (the
+    agent's entrypoint and arguments), so torch's own process handling (environment, log files,
+    restarts, stops) is untouched."""
 
-    def __init__(self, spares: Spares) -> None:
-        self.spares = spares
+    def __init__(self, zygote: Zygote) -> None:
+        self.zygote = zygote
         self.dir = tempfile.mkdtemp(prefix=".rdv-spares-")
         self.path = os.path.join(self.dir, "s")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -271,6 +204,10 @@ class SpareServer:
         self.listener.listen(64)
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def served(self) -> int:
+        return self.zygote.served
 
     def entry_args(self, args: list[str]) -> list[str]:
         """The arguments for `python` (the agent's entrypoint) that start a rank whose own are
@@ -287,33 +224,25 @@ class SpareServer:
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
-            got = _receive(conn)
+            got = receive(conn)
             if got is None:
                 return
             message, fds = got
-            spare = None
+            rank = None
             try:
-                argv = list(message.argv)
-                if argv[1:4] == rank_command(sys.executable)[1:4]:
-                    spare = self.spares.take()
-                if spare is not None and not hand_over(
-                    spare, argv, dict(message.env), (fds[0], fds[1], fds[2]), message.cwd
-                ):
-                    spare.discard()
-                    spare = None
-                if spare is not None:
-                    self.spares.served += 1
-                conn.sendall(SERVED if spare is not None else COLD)
+                if list(message.argv[1:4]) == rank_command(sys.executable)[1:4]:
+                    rank = self.zygote.fork_rank(message, (fds[0], fds[1], fds[2]))
+                conn.sendall(SERVED if rank is not None else COLD)
             except OSError:
-                if spare is not None:  # the shim is gone: so is its rank
-                    _kill_group(spare.proc, signal.SIGKILL)
+                if rank is not None:  # the shim is gone: so is its rank
+                    rank.signal(signal.SIGKILL)
             finally:
-                _close_all(fds)
-            if spare is not None:
-                self._watch(conn, spare.proc)
+                close_all(fds)
+            if rank is not None:
+                self._watch(conn, rank)
 
-    def _watch(self, conn: socket.socket, proc: subprocess.Popen[bytes]) -> None:
-        """Pass the shim's signals on to the spare until it ends; then send its exit status."""
+    def _watch(self, conn: socket.socket, rank: ForkedRank) -> None:
+        """Pass the shim's signals on to the rank until it ends; then send its exit status."""
 
         def relay() -> None:
             while True:
@@ -322,12 +251,12 @@ class SpareServer:
                 except OSError:
                     got = b""
                 if not got:  # the shim was killed (SIGKILL to its group): its rank goes too
-                    _kill_group(proc, signal.SIGKILL)
+                    rank.signal(signal.SIGKILL)
                     return
-                _kill_group(proc, got[0])
+                rank.signal(got[0])
 
         threading.Thread(target=relay, daemon=True).start()
-        status = proc.wait()
+        status = rank.wait()
         with contextlib.suppress(OSError):
             conn.sendall(STATUS.pack(status))
             conn.shutdown(socket.SHUT_RDWR)
@@ -342,18 +271,13 @@ class SpareServer:
             os.rmdir(self.dir)
 
 
-def serve(spares: Spares) -> SpareServer | None:
-    """A server for `spares`, or None where its socket cannot be made (the ranks start cold)."""
+def serve(zygote: Zygote | None) -> SpareServer | None:
+    """A server for the ranks `zygote` forks, or None without one or where its socket cannot be
+    made (the ranks start cold)."""
+    if zygote is None:
+        return None
     try:
-        return SpareServer(spares)
+        return SpareServer(zygote)
     except OSError:
         log.exception("no spare server: the ranks start cold")
-        spares.close()
         return None
-
-
-def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    """Signal a spare's process group (it leads its own session, as a spawned rank does)."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)

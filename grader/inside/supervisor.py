@@ -29,6 +29,8 @@ from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
 from grader.inside.spares import READY_WAIT_S, Spares, rank_command, serve
+from grader.inside.zygote import Zygote, fork_zygote
+from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
 
 STACK_WAIT_S = 1.5
@@ -53,11 +55,11 @@ class Supervisor:
     def __init__(
         self,
         cfg: SupervisorConfig,
-        spares: Spares | None = None,
+        zygote: Zygote | None = None,
         node_spares: list[Spares] | None = None,
     ) -> None:
         self.cfg = cfg
-        self.spares = spares
+        self.zygote = zygote
         self.node_spares = node_spares
         self.node_spare_ranks = 0
         self.frames = Frames(cfg.nonce)
@@ -128,8 +130,8 @@ class Supervisor:
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
-        server = serve(self.spares) if self.spares is not None else None
-        if server is not None:  # each rank a spare, through grader.inside.rank_shim
+        server = serve(self.zygote)
+        if server is not None:  # each rank forked by the zygote, through grader.inside.rank_shim
             args = server.entry_args(args)
         try:
             elastic_launch(config, sys.executable)(*args)
@@ -237,7 +239,7 @@ class Supervisor:
             ranks=tuple(ranks),
             checkpoints=checkpoints,
             duration_s=time.monotonic() - self.started,
-            spare_ranks=(self.spares.served if self.spares else 0) + self.node_spare_ranks,
+            spare_ranks=(self.zygote.served if self.zygote else 0) + self.node_spare_ranks,
         )
 
 
@@ -305,11 +307,14 @@ def _kill_everything_else() -> None:
 
 
 def preload() -> None:
-    """What a warm supervisor imports before a job arrives (no torch op runs): its own needs, the
-    launcher and the checkpoint inspection (the spare ranks import theirs, beside us)."""
+    """What a supervisor imports before it forks its zygote and before a job arrives (no torch op
+    runs): its own needs, the launcher and the checkpoint inspection, and what every rank imports
+    (grader.inside.zygote.preload)."""
     import torch.distributed.launcher.api  # noqa: F401
 
     import grader.inside.inspect_ckpt  # noqa: F401
+
+    preload_ranks()
 
 
 def wait_for_config(idle_seconds: float) -> Path | None:
@@ -341,14 +346,18 @@ def _make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
-def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int, int]:
-    """(config path, or None with --wait), --wait seconds, --spares count (per node), --nodes."""
-    config, wait, spares, nodes = None, None, 0, 1
+def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int, int, bool]:
+    """(config path, or None with --wait), --wait seconds, --ranks-per-node, --nodes, and
+    whether ranks fork from a zygote (--spawn-ranks: each an interpreter torch starts, as
+    torchrun does; for comparisons)."""
+    config, wait, per_node, nodes, fork = None, None, 1, 1, True
     for arg in argv:
-        if arg.startswith("--wait="):
+        if arg == "--spawn-ranks":
+            fork = False
+        elif arg.startswith("--wait="):
             wait = float(arg.split("=", 1)[1])
-        elif arg.startswith("--spares="):
-            spares = max(0, int(arg.split("=", 1)[1]))
+        elif arg.startswith("--ranks-per-node="):
+            per_node = max(1, int(arg.split("=", 1)[1]))
         elif arg.startswith("--nodes="):
             nodes = max(1, int(arg.split("=", 1)[1]))
         elif not arg.startswith("-") and config is None:
@@ -357,38 +366,43 @@ def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int, int]:
             raise ValueError(arg)
     if (config is None) == (wait is None):
         raise ValueError("give a config file or --wait")
-    return config, wait, spares, nodes
+    return config, wait, per_node, nodes, fork
 
 
 def main(argv: list[str]) -> int:
     _make_undumpable()
     try:
-        path, wait, spare_count, nodes = parse_args(argv)
+        path, wait, per_node, nodes, fork = parse_args(argv)
     except ValueError:
         print(
-            "usage: python -m grader.inside.supervisor CONFIG.json"
-            " | --wait=SECONDS [--spares=N] [--nodes=N]",
+            "usage: python -m grader.inside.supervisor [--spawn-ranks] CONFIG.json"
+            " | --wait=SECONDS [--nodes=N --ranks-per-node=N]",
             file=sys.stderr,
         )
         return 2
-    spares: Spares | None = None
     node_spares: list[Spares] = []
-    if wait is not None:
-        # Their imports run beside ours.
-        if nodes > 1:  # a simulated multi-node job: one agent per node, each with its ranks
-            from grader.inside.multinode import start_node_spares
+    zygote: Zygote | None = None
+    if nodes > 1:  # a warm simulated multi-node job: one agent per node, each with its zygote
+        from grader.inside.multinode import start_node_spares
 
-            node_spares = start_node_spares(nodes, spare_count)
-        elif spare_count:
-            spares = Spares(rank_command(sys.executable))
-            spares.start(spare_count)
+        node_spares = start_node_spares(nodes, per_node)  # their imports run beside ours
+        import torch.distributed.launcher.api
+    elif not fork:
+        import torch.distributed.launcher.api  # noqa: F401
+    else:
         preload()
-        for group in [spares, *node_spares]:
-            for spare in list(group.idle) if group else []:
+        # Before a thread of ours starts or the job's config is read: what the zygote holds,
+        # every rank holds.
+        zygote = fork_zygote()
+    if wait is not None:
+        for group in node_spares:
+            for spare in list(group.idle):
                 spare.wait_ready(READY_WAIT_S)
         print(READY, flush=True)
         path = wait_for_config(wait)
         if path is None:
+            if zygote is not None:
+                zygote.close()
             return 0
     assert path is not None
     cfg = SupervisorConfig.from_json(path.read_text())
@@ -398,22 +412,20 @@ def main(argv: list[str]) -> int:
     os.environ.update(cfg.env)
     for name in cfg.env_unset:
         os.environ.pop(name, None)
-    if spares is not None:
-        if cfg.nnodes == 1:
-            spares.for_job(cfg.world_size, cfg.max_restarts)
-        else:
-            spares.close()
-            spares = None
+    if zygote is not None and cfg.nnodes != 1:  # the node agents fork their own ranks
+        zygote.close()
+        zygote = None
     if node_spares and cfg.nnodes != len(node_spares):
         for group in node_spares:
             group.close()
         node_spares = []
     try:
-        Supervisor(cfg, spares, node_spares or None).run()
+        Supervisor(cfg, zygote, node_spares or None).run()
     finally:
-        for group in [spares, *node_spares]:
-            if group is not None:
-                group.close()
+        for group in node_spares:
+            group.close()
+        if zygote is not None:
+            zygote.close()
     return 0
 
 

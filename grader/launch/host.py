@@ -31,6 +31,7 @@ from grader.launch.wire import (
 from grader.sandbox.base import Sandbox, SandboxOutcome, SandboxRequest
 from grader.sandbox.pool import Pool
 from grader.sandbox.pool_plan import LATE_ENV, warm_backend
+from grader.sandbox.prepared import supervisor_argv
 from grader.settings import settings
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def run_launch(
         _stage(job_dir, job.code, config_name, config, carry=carry)
         request = SandboxRequest(
             workdir=job_dir,
-            argv=[sys.executable, "-m", "grader.inside.supervisor", config_name],
+            argv=[*supervisor_argv(), config_name],
             env=env,
             limits=spec.limits,
             gpus=launch.gpus,

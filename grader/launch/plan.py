@@ -1,5 +1,5 @@
 """Which launches one grading makes (`plan_launches`), on which devices (`available_gpus`), and
-how many spare ranks a warm sandbox starts for each (`spares_for`)."""
+and what a warm sandbox is started for, for each (`spares_for`)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,6 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
 
 
 def spares_for(launch: Launch) -> tuple[int, int]:
-    """(spare ranks per node, nodes) a warm sandbox starts for `launch` (grader.inside.spares): one
-    spare per rank, and for a simulated multi-node job an agent per node with its own."""
+    """(ranks per node, nodes) of `launch`, for its warm sandbox (grader.sandbox.pool_plan.WarmKey):
+    one zygote forks any number of ranks; a simulated multi-node job gets an agent per node."""
     return launch.world_size // launch.nnodes, launch.nnodes

@@ -425,7 +425,7 @@ class NodeSpec:
 @dataclass(frozen=True)
 class NodeResult:
     """How one node's agent ended: the exit code of each failed global rank, or the agent's own
-    error, and how many ranks its spare interpreters served."""
+    error, and how many ranks its zygote forked."""
 
     failures: Mapping[int, int | None] = field(default_factory=dict)
     error: str | None = None
@@ -457,8 +457,9 @@ class NodeResult:
 
 @dataclass(frozen=True)
 class SpareHandover:
-    """A rank handed to a spare interpreter (grader.inside.spares): what it becomes, sent over
-    a Unix socket with its descriptors 0, 1 and 2. The rank shim (grader/inside/rank_shim.py,
+    """A rank handed over (grader.inside.spares): what it becomes, sent over a Unix socket with
+    its descriptors 0, 1 and 2, from the rank shim to the server and from the server to the
+    zygote, and to a node agent started ahead. The rank shim (grader/inside/rank_shim.py,
     standard library only, no grader import) writes the same three fields."""
 
     argv: tuple[str, ...]

@@ -91,8 +91,9 @@ OutputCallback = Callable[[str], None]
 @dataclass(frozen=True)
 class Preparation:
     """What a prepared sandbox is started with, before any job is known: the limits, devices and
-    environment a launch fixes when its sandbox starts, and the supervisor it waits in (`spares`
-    spare ranks per node; an agent per node when `nodes` > 1; grader.spares)."""
+    environment a launch fixes when its sandbox starts, and the supervisor it waits in (its zygote
+    forks any number of ranks; with `nodes` > 1 an agent per node for `spares` ranks each,
+    grader.inside.multinode)."""
 
     limits: Limits
     gpus: tuple[int, ...]

@@ -99,18 +99,31 @@ def warm_backend(sandbox: Any) -> Backend | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WarmKey:
-    """What a sandbox is started with: launches with the same key can use it."""
+    """What a sandbox is started with: launches with the same key can use it.
+
+    `ranks` per node (the cores a launch keeps busy) and `nodes`: a single-node sandbox serves
+    any number of ranks (its zygote forks them, grader.inside.zygote), so keys that differ only in
+    `ranks` are equal; a simulated job of several `nodes` starts an agent per node ahead, each
+    for its node's ranks (its slice of the GPUs)."""
 
     limits: str
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
     backend: Backend = BWRAP
-    # Spare interpreters started with the supervisor (grader.spares): `ranks` per node, and for
-    # a simulated job of several `nodes` an agent per node.
     ranks: int = 0
     nodes: int = 1
+
+    def _identity(self) -> tuple[object, ...]:
+        per_node = self.ranks if self.nodes > 1 else None
+        return (self.limits, self.gpus, self.env, self.backend, self.nodes, per_node)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WarmKey) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     @classmethod
     def for_request(

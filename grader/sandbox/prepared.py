@@ -63,18 +63,19 @@ def drain(fd: int, output: PreparedOutput) -> None:
 
 
 def supervisor_wait_argv(prep: Preparation) -> list[str]:
-    """A prepared sandbox's command: the supervisor waits up to `idle_s` for a job, with `spares`
-    spare ranks per node and, for a simulated job of several `nodes`, an agent per node."""
-    argv = [
-        sys.executable,
-        "-m",
-        "grader.inside.supervisor",
-        f"--wait={prep.idle_s:.0f}",
-        f"--spares={prep.spares}",
-    ]
+    """A prepared sandbox's command: the supervisor waits up to `idle_s` for a job, its zygote
+    forked (grader.inside.zygote) or, for a simulated job of several `nodes`, an agent per node
+    (each with its zygote) for `spares` ranks per node."""
+    argv = [*supervisor_argv(), f"--wait={prep.idle_s:.0f}"]
     if prep.nodes > 1:
-        argv.append(f"--nodes={prep.nodes}")
+        argv += [f"--nodes={prep.nodes}", f"--ranks-per-node={max(1, prep.spares)}"]
     return argv
+
+
+def supervisor_argv() -> list[str]:
+    """The supervisor's command, cold or warm: `-u` as every rank's (its zygote forks them, and
+    they keep its interpreter's flags)."""
+    return [sys.executable, "-u", "-m", "grader.inside.supervisor"]
 
 
 class Readiness:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from grader.sandbox.base import Preparation, SandboxRequest
 from grader.sandbox.docker import ROLE_WARM, DockerBox, DockerSandbox, container_kwargs
 from grader.sandbox.pool import Pool
 from grader.sandbox.pool_plan import BWRAP, WarmKey
-from grader.sandbox.prepared import supervisor_wait_argv
+from grader.sandbox.prepared import supervisor_argv, supervisor_wait_argv
 from grader.sandbox.reaper import LABEL_ROLE, LABEL_SANDBOX, worker_container
 from tests.grader.fake_docker import FakeEngine
 
@@ -50,7 +49,7 @@ def job_dir(tmp_path: Path) -> Path:
 def launch(tmp_path: Path, limits: Limits | None = None) -> SandboxRequest:
     return SandboxRequest(
         workdir=job_dir(tmp_path),
-        argv=[sys.executable, "-m", "grader.inside.supervisor", CONFIG],
+        argv=[*supervisor_argv(), CONFIG],
         env=dict(ENV),
         limits=limits or Limits(),
     )
@@ -87,13 +86,8 @@ def test_a_warm_container_is_locked_down_exactly_as_a_cold_one(
     assert volume == {holder.volume.name: {"bind": "/work", "mode": "rw,nocopy"}}
     warm_kwargs = dict(container.kwargs)
     # Only the command differs (the supervisor waits for its config) and the role label.
-    assert warm_kwargs.pop("command") == [
-        "-m",
-        "grader.inside.supervisor",
-        "--wait=600",
-        "--spares=0",
-    ]
-    assert cold.pop("command") == ["-m", "grader.inside.supervisor", CONFIG]
+    assert warm_kwargs.pop("command") == ["-u", "-m", "grader.inside.supervisor", "--wait=600"]
+    assert cold.pop("command") == ["-u", "-m", "grader.inside.supervisor", CONFIG]
     assert warm_kwargs.pop("labels") == {**cold.pop("labels"), LABEL_ROLE: ROLE_WARM}
     assert warm_kwargs == cold
     assert holder.labels[LABEL_SANDBOX] == "1" and holder.labels[LABEL_ROLE] == "work"

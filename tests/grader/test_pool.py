@@ -232,7 +232,9 @@ class Idle:
 
 
 def key(tmp_path: Path, ranks: int) -> WarmKey:
-    return WarmKey.for_request(request(tmp_path), ranks=ranks)
+    """A key per rank count: a sandbox of one serves a launch of any size (its zygote forks the
+    ranks), so the keys differ in a limit fixed at the sandbox's start as well."""
+    return WarmKey.for_request(request(tmp_path, pids=200 + ranks), ranks=ranks)
 
 
 def planner(size: int, *keys: WarmKey) -> Pool:
@@ -298,7 +300,7 @@ def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
     assert started == three and dropped == [old]
 
 
-def test_a_warm_sandbox_starts_with_the_spares_its_key_names(tmp_path: Path) -> None:
+def test_a_warm_sandbox_starts_as_its_key_says(tmp_path: Path) -> None:
     from grader.sandbox.docker import DockerSandbox
     from grader.sandbox.prepared import supervisor_wait_argv
 
@@ -309,8 +311,19 @@ def test_a_warm_sandbox_starts_with_the_spares_its_key_names(tmp_path: Path) -> 
     docker = pool_plan.sandbox_for(docker_key.backend)
     assert isinstance(docker, DockerSandbox) and (docker.image, docker.user) == ("img", "1:1")
     argv = supervisor_wait_argv(docker_key.preparation(60))
-    assert argv[-3:] == ["--wait=60", "--spares=1", "--nodes=2"]
+    assert argv[-3:] == ["--wait=60", "--nodes=2", "--ranks-per-node=1"]
+    assert argv[1:4] == ["-u", "-m", "grader.inside.supervisor"]  # the ranks' interpreter flags
     assert "--nodes=1" not in supervisor_wait_argv(prep)
+
+
+def test_one_sandbox_serves_a_launch_of_any_size_on_one_node(tmp_path: Path) -> None:
+    """Its zygote forks as many ranks as the launch has: keys differ only in nodes (and, for
+    several nodes, ranks per node: each node's agent is started for its share of the GPUs)."""
+    req = request(tmp_path)
+    assert WarmKey.for_request(req, ranks=2) == WarmKey.for_request(req, ranks=3)
+    assert len({WarmKey.for_request(req, ranks=r) for r in (1, 2, 3)}) == 1
+    assert WarmKey.for_request(req, ranks=1, nodes=2) != WarmKey.for_request(req, ranks=2)
+    assert WarmKey.for_request(req, ranks=1, nodes=2) != WarmKey.for_request(req, ranks=2, nodes=2)
 
 
 def test_a_hinted_exercise_becomes_the_pools_plan() -> None:

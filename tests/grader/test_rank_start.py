@@ -1,26 +1,32 @@
-"""Spare ranks (grader/inside/spares.py, grader/harness/spare.py, grader/inside/rank_shim.py):
-interpreters started ahead, each handed one rank through the shim torch's agent starts. The
-sandboxed end-to-end proof is tests/grader/test_warm_fidelity.py; here the hand-over itself,
-outside any sandbox."""
+"""How ranks start (grader/inside/zygote.py, grader/inside/spares.py, grader/inside/rank_shim.py):
+torch's agent starts each rank as the shim, which hands it to the server; the zygote forks it.
+Node agents started ahead (`Spares`). The sandboxed end-to-end proof is
+tests/grader/test_warm_fidelity.py; here the hand-over itself, outside any sandbox, with the zygote
+in a process of its own (tests/grader/zygote_host.py: a pytest worker runs threads, and a zygote is
+forked only where none runs)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from grader.harness import TRACE_DIR_ENV, stack_name
-from grader.inside import spares
-from grader.inside.spares import Spares, SpareServer, hand_over, rank_command
+from grader.inside import spares, zygote
+from grader.inside.spares import Spares, rank_command
 
+ROOT = Path(__file__).resolve().parents[2]
 # A spare of the protocol only: says it is ready, then blocks until it is killed.
 WAITING = [sys.executable, "-c", "import os, socket, time\n"
            "s = socket.socket(fileno=int(os.environ['RDV_SPARE_FD'])); s.sendall(b'R')\n"
@@ -42,115 +48,61 @@ def started(pool: list[Spares], command: list[str], count: int) -> Spares:
     return s
 
 
-@pytest.mark.slow
-def test_a_spare_becomes_the_rank_it_is_handed(tmp_path: Path, pool: list[Spares]) -> None:
-    """A real spare (torch imported ahead) runs the program as its rank: the argv, environment,
-    cwd and output descriptors it was handed, and the program's exit status is the process's."""
-    job = tmp_path / "job"
-    (job / "trace").mkdir(parents=True)
-    (job / "main.py").write_text(
-        textwrap.dedent(
-            """
-            import json, os, sys
-            print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "rank": os.environ.get("RANK"),
-                              "spare": os.environ.get("RDV_SPARE_FD"),
-                              "torch": "torch" in sys.modules}))
-            sys.exit(3)
-            """
-        )
+@dataclass
+class Host:
+    """A zygote and its server in a process of their own (tests/grader/zygote_host.py)."""
+
+    proc: subprocess.Popen[str]
+    path: str
+
+    def served(self) -> int:
+        """Close the server and the zygote; how many ranks it forked."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        out = self.proc.stdout.readline().strip()
+        self.proc.wait(60)
+        return int(out)
+
+
+def start_host(mode: str, env: dict[str, str] | None = None) -> Host:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.grader.zygote_host", mode],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    s = started(pool, rank_command(sys.executable), 1)
-    spare = s.take()
-    assert spare is not None
-    env = {**os.environ, "RANK": "1", TRACE_DIR_ENV: str(job / "trace")}
-    argv = [*rank_command(sys.executable), "--lr", "0.1"]
-    out = (job / "stdout.log").open("w")
-    err = (job / "stderr.log").open("w")
-    cwd = os.getcwd()
-    try:
-        os.chdir(job)
-        assert hand_over(spare, argv, env, (0, out.fileno(), err.fileno()))
-    finally:
-        os.chdir(cwd)
-    assert spare.proc.wait(120) == 3
-    out.close()
-    err.close()
-    # The harness sends the rank's stderr to its stdout (one stream per rank, in order).
-    seen = json.loads((job / "stdout.log").read_text().splitlines()[0])
-    assert seen == {
-        "argv": [str(job / "main.py"), "--lr", "0.1"],  # runpy names the file in full
-        "cwd": str(job),
-        "rank": "1",
-        "spare": None,
-        "torch": True,
-    }
-    # The harness ran it as rank 1 (its faulthandler file is named after the rank).
-    assert (job / "trace" / stack_name(1, 0)).is_file()
+    assert proc.stdout is not None
+    path = proc.stdout.readline().strip()
+    assert path.startswith("/"), path
+    return Host(proc, path)
 
 
-def test_a_spare_that_dies_before_it_is_ready_serves_no_rank(pool: list[Spares]) -> None:
+@pytest.fixture
+def host() -> Iterator[Host]:
+    made = start_host("plain")
+    yield made
+    if made.proc.poll() is None:
+        made.proc.kill()
+        made.proc.wait(30)
+
+
+def test_a_spare_that_dies_before_it_is_ready_serves_nothing(pool: list[Spares]) -> None:
     s = started(pool, [sys.executable, "-c", "raise SystemExit(1)"], 2)
     assert s.take() is None
     assert s.idle == []
 
 
-def test_spares_the_job_does_not_need_go_when_it_is_known(pool: list[Spares]) -> None:
-    s = started(pool, WAITING, 3)
-    everyone = list(s.idle)
-    s.for_job(nproc=1, max_restarts=0)
-    assert len(s.idle) == 1
-    gone = [sp for sp in everyone if sp not in s.idle]
-    assert all(sp.proc.poll() is not None for sp in gone)
-    taken = s.take()
-    assert taken is not None and taken.proc.poll() is None
-    assert s.take() is None  # no restarts: nothing replaces it
-    taken.discard()
-
-
-def test_a_job_that_may_restart_gets_its_spares_replaced(pool: list[Spares]) -> None:
-    s = started(pool, WAITING, 2)
-    s.for_job(nproc=2, max_restarts=1)
-    first = [s.take(), s.take()]
-    assert all(sp is not None for sp in first)
-    # The restart's ranks: replacements started as the first ones were taken.
-    again = [s.take(), s.take()]
-    assert all(sp is not None and sp.ready for sp in again)
-    assert {id(sp) for sp in first}.isdisjoint({id(sp) for sp in again})
-    for sp in first + again:
-        assert sp is not None
-        sp.discard()
-
-
-def test_a_replacement_started_after_close_is_not_kept(pool: list[Spares]) -> None:
+def test_a_ready_spare_is_taken_once(pool: list[Spares]) -> None:
     s = started(pool, WAITING, 1)
-    s.for_job(nproc=1, max_restarts=1)
-    first = s.take()  # its replacement starts in the background
-    assert first is not None
+    taken = s.take()
+    assert taken is not None and taken.ready and taken.proc.poll() is None
+    assert s.take() is None
+    taken.discard()
     s.close()
-    assert s.take() is None  # closed: nothing is waited for
-    deadline = time.monotonic() + 30
-    while s.pending and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert s.pending == 0 and s.idle == []
-    first.discard()
-
-
-# A spare of the protocol that runs its rank's file in plain Python (no torch, no harness): what
-# the shim and the server do is under test here, not the rank.
-PLAIN = [sys.executable, "-c", "import runpy, sys\n"
-         "from grader.inside.spares import ready_and_receive\n"
-         "argv = ready_and_receive()\n"
-         "if argv:\n"
-         "    sys.argv = argv[4:]\n"
-         "    runpy.run_path(argv[4], run_name='__main__')"]  # fmt: skip
-
-
-@pytest.fixture
-def server(pool: list[Spares]) -> Iterator[SpareServer]:
-    s = started(pool, PLAIN, 2)
-    made = SpareServer(s)
-    yield made
-    made.close()
+    s.start(1)  # started after close: not kept
+    assert s.idle == []
 
 
 def shim(
@@ -175,115 +127,155 @@ def shim(
 RANK_ARGS = tuple(rank_command(sys.executable)[1:])  # -u -m grader.harness main.py
 
 
-def test_the_shim_hands_its_rank_to_a_spare_and_ends_with_its_code(
-    server: SpareServer, tmp_path: Path
+@pytest.mark.slow
+def test_a_forked_rank_runs_the_harness_as_it_was_handed(tmp_path: Path) -> None:
+    """A zygote as the supervisor forks it (the ranks' imports ahead) runs the program as its
+    rank: the argv, environment, cwd and output descriptors the shim handed over, in a session of
+    its own, with torch already imported; the program's exit status is the shim's."""
+    (tmp_path / "trace").mkdir()
+    program = """
+        import json, os, sys
+        print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "rank": os.environ.get("RANK"),
+                          "leader": os.getsid(0) == os.getpid(), "torch": "torch" in sys.modules,
+                          "pid": os.getpid()}))
+        sys.exit(3)
+    """
+    made = start_host("harness", env={**os.environ, TRACE_DIR_ENV: str(tmp_path / "trace")})
+    try:
+        os.environ[TRACE_DIR_ENV] = str(tmp_path / "trace")
+        try:
+            proc, log = shim(made.path, tmp_path, program, *RANK_ARGS, "--lr", "0.1", rank="1")
+        finally:
+            del os.environ[TRACE_DIR_ENV]
+        assert proc.wait(120) == 3
+        seen = json.loads(log.read_text().splitlines()[0])
+        assert seen["argv"] == [str(tmp_path / "main.py"), "--lr", "0.1"]  # runpy: in full
+        assert (seen["cwd"], seen["rank"], seen["leader"], seen["torch"]) == (
+            str(tmp_path),
+            "1",
+            True,
+            True,
+        )
+        assert seen["pid"] != proc.pid
+        # The harness ran it as rank 1 (its faulthandler file is named after the rank).
+        assert (tmp_path / "trace" / stack_name(1, 0)).is_file()
+        assert made.served() == 1
+    finally:
+        if made.proc.poll() is None:
+            made.proc.kill()
+
+
+def test_the_shim_hands_its_rank_to_the_zygote_and_ends_with_its_code(
+    host: Host, tmp_path: Path
 ) -> None:
     program = """
         import json, os, sys
         print(json.dumps({"argv": sys.argv, "rank": os.environ["RANK"], "cwd": os.getcwd(),
-                          "pid": os.getpid(), "spare": "RDV_SPARE_FD" in os.environ}))
+                          "pid": os.getpid()}))
         sys.exit(3)
     """
-    proc, log = shim(server.path, tmp_path, program, *RANK_ARGS, "--lr", "0.1", rank="1")
+    proc, log = shim(host.path, tmp_path, program, *RANK_ARGS, "--lr", "0.1", rank="1")
     assert proc.wait(60) == 3
     seen = json.loads(log.read_text())
     assert seen["argv"] == ["main.py", "--lr", "0.1"] and seen["rank"] == "1"
-    assert seen["cwd"] == str(tmp_path) and seen["pid"] != proc.pid and not seen["spare"]
-    assert server.spares.served == 1
+    assert seen["cwd"] == str(tmp_path) and seen["pid"] != proc.pid
+    assert host.served() == 1
 
 
-def test_each_rank_writes_to_its_own_descriptors(server: SpareServer, tmp_path: Path) -> None:
+def test_each_rank_writes_to_its_own_descriptors(host: Host, tmp_path: Path) -> None:
     program = """
         import os, sys
         print("out of", os.environ["RANK"]); print("err of", os.environ["RANK"], file=sys.stderr)
     """
-    ranks = [shim(server.path, tmp_path, program, *RANK_ARGS, rank=str(r)) for r in (0, 1)]
+    ranks = [shim(host.path, tmp_path, program, *RANK_ARGS, rank=str(r)) for r in (0, 1)]
     assert [p.wait(60) for p, _ in ranks] == [0, 0]
     for rank, (_, log) in enumerate(ranks):
         assert sorted(log.read_text().splitlines()) == [f"err of {rank}", f"out of {rank}"]
-    assert server.spares.served == 2
+    assert host.served() == 2
 
 
-def test_the_agents_stop_signal_reaches_the_spare_and_the_shim_dies_of_it(
-    server: SpareServer, tmp_path: Path
+def test_a_rank_killed_by_a_signal_is_reported_as_killed(host: Host, tmp_path: Path) -> None:
+    program = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    proc, _ = shim(host.path, tmp_path, program, *RANK_ARGS)
+    assert proc.wait(60) == -signal.SIGSEGV
+
+
+def test_the_agents_stop_signal_reaches_the_rank_and_the_shim_dies_of_it(
+    host: Host, tmp_path: Path
 ) -> None:
     program = """
         import pathlib, time
         pathlib.Path("started").write_text("")
         time.sleep(600)
     """
-    proc, _ = shim(server.path, tmp_path, program, *RANK_ARGS)
+    proc, _ = shim(host.path, tmp_path, program, *RANK_ARGS)
     _wait_for(tmp_path / "started")
     os.killpg(proc.pid, signal.SIGTERM)  # what SubprocessHandler.close does
     assert proc.wait(60) == -signal.SIGTERM
 
 
-def test_a_shim_killed_by_sigkill_takes_its_spare_with_it(
-    server: SpareServer, tmp_path: Path
-) -> None:
+def test_a_shim_killed_by_sigkill_takes_its_rank_with_it(host: Host, tmp_path: Path) -> None:
     program = """
         import os, pathlib, signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         pathlib.Path("started").write_text(str(os.getpid()))
         time.sleep(600)
     """
-    proc, _ = shim(server.path, tmp_path, program, *RANK_ARGS)
+    proc, _ = shim(host.path, tmp_path, program, *RANK_ARGS)
     _wait_for(tmp_path / "started")
-    spare_pid = int((tmp_path / "started").read_text())
+    rank_pid = int((tmp_path / "started").read_text())
     os.killpg(proc.pid, signal.SIGTERM)  # ignored by the program: the agent escalates
     time.sleep(0.5)
     assert proc.poll() is None
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait(60) == -signal.SIGKILL
     deadline = time.monotonic() + 30
-    while _alive(spare_pid) and time.monotonic() < deadline:
+    while _alive(rank_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(spare_pid)
+    assert not _alive(rank_pid)
 
 
 def test_a_command_that_is_no_rank_or_finds_no_server_starts_cold(
-    server: SpareServer, tmp_path: Path
+    host: Host, tmp_path: Path
 ) -> None:
     code = "import os, sys; print('cold', os.getpid()); sys.exit(4)"
-    proc, log = shim(server.path, tmp_path, "", "-c", code)
+    proc, log = shim(host.path, tmp_path, "", "-c", code)
     assert proc.wait(60) == 4
     assert log.read_text().split() == ["cold", str(proc.pid)]  # the shim's own process, exec'd
     proc, log = shim(str(tmp_path / "no-server"), tmp_path, "", "-c", code)
     assert proc.wait(60) == 4 and log.read_text().split() == ["cold", str(proc.pid)]
-    assert server.spares.served == 0
+    assert host.served() == 0
 
 
-@pytest.mark.slow
-def test_a_rank_with_no_spare_left_is_the_real_command_started_cold(
-    pool: list[Spares], tmp_path: Path
+def test_a_rank_the_zygote_cannot_fork_is_the_real_command_started_cold(
+    host: Host, tmp_path: Path
 ) -> None:
-    empty = SpareServer(started(pool, PLAIN, 0))
+    """The zygote is gone (killed, or it could not fork): the shim starts the rank itself."""
+    zygote_pids = subprocess.run(
+        ["pgrep", "-P", str(host.proc.pid)], capture_output=True, text=True
+    ).stdout.split()
+    assert len(zygote_pids) == 1, zygote_pids
+    os.kill(int(zygote_pids[0]), signal.SIGKILL)
+    code = "import os, sys; print('rank', os.getpid()); sys.exit(5)"
+    (tmp_path / "trace").mkdir()
+    os.environ[TRACE_DIR_ENV] = str(tmp_path / "trace")
     try:
-        program = "import os, sys; print('rank', os.getpid()); sys.exit(5)"
-        (tmp_path / "trace").mkdir()
-        os.environ[TRACE_DIR_ENV] = str(tmp_path / "trace")
-        try:
-            proc, log = shim(empty.path, tmp_path, program, *RANK_ARGS)
-        finally:
-            del os.environ[TRACE_DIR_ENV]
-        assert proc.wait(120) == 5
-        assert f"rank {proc.pid}" in log.read_text()  # the harness ran it in the shim's process
-        assert (tmp_path / "trace" / stack_name(0, 0)).is_file()
+        proc, log = shim(host.path, tmp_path, code, *RANK_ARGS)
     finally:
-        empty.close()
+        del os.environ[TRACE_DIR_ENV]
+    assert proc.wait(120) == 5
+    assert f"rank {proc.pid}" in log.read_text()  # the harness ran it in the shim's process
+    assert (tmp_path / "trace" / stack_name(0, 0)).is_file()
 
 
 @pytest.mark.slow
-def test_the_agent_restarts_ranks_served_by_spares(pool: list[Spares], tmp_path: Path) -> None:
+def test_the_agent_restarts_ranks_the_zygote_forked(host: Host, tmp_path: Path) -> None:
     """torch's own agent, its entrypoint the shim: a failed attempt is stopped and restarted
-    (each attempt's ranks spares: replacements start as the first ones are taken), each rank's
-    output lands in its own log, and the agent sees each attempt's exit codes."""
+    (the zygote forks each attempt's ranks), each rank's output lands in its own log, and the
+    agent sees each attempt's exit codes."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    s = started(pool, PLAIN, 2)
-    s.for_job(nproc=2, max_restarts=1)
-    srv = SpareServer(s)
     (tmp_path / "main.py").write_text(
         textwrap.dedent(
             """
@@ -301,13 +293,13 @@ def test_the_agent_restarts_ranks_served_by_spares(pool: list[Spares], tmp_path:
         logs_specs=DefaultLogsSpecs(log_dir=str(tmp_path / "logs"), redirects=Std.ALL),
     )  # fmt: skip
     cwd = os.getcwd()
+    entry = ["-I", "-S", spares.SHIM, host.path, *RANK_ARGS]
     try:
         os.chdir(tmp_path)
-        elastic_launch(config, sys.executable)(*srv.entry_args(list(RANK_ARGS)))
+        elastic_launch(config, sys.executable)(*entry)
     finally:
         os.chdir(cwd)
-        srv.close()
-    assert s.served == 4  # 2 ranks x 2 attempts
+    assert host.served() == 4  # 2 ranks x 2 attempts
     logs = sorted((tmp_path / "logs").glob("*/attempt_*/*/stdout.log"))
     seen = {(p.parent.parent.name, p.parent.name): p.read_text().split() for p in logs}
     assert sorted(seen) == [("attempt_0", "0"), ("attempt_0", "1"), ("attempt_1", "0"),
@@ -332,11 +324,24 @@ def _alive(pid: int) -> bool:
 
 
 def test_no_socket_for_the_server_means_cold_ranks(
-    pool: list[Spares], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     deep = tmp_path / ("d" * 120)  # longer than a unix socket's path may be
     deep.mkdir()
     monkeypatch.setattr(spares.tempfile, "tempdir", str(deep))
-    s = started(pool, WAITING, 1)
-    assert spares.serve(s) is None
-    assert s.closed and s.idle == []  # its spares went with it
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert spares.serve(zygote.Zygote(0, ours)) is None
+    assert spares.serve(None) is None
+
+
+def test_no_zygote_is_forked_beside_a_running_thread() -> None:
+    """A fork copies one thread: the zygote is forked before the supervisor starts any."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert zygote.fork_zygote() is None
+    finally:
+        stop.set()
+        thread.join()

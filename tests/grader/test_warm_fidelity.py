@@ -1,14 +1,16 @@
-"""A rank in a warm sandbox is, for the learner's program, a rank torchrun spawned.
+"""A rank forked by the zygote (grader.inside.zygote), cold or warm, is for the learner's program
+a rank torchrun spawned, but for one documented difference.
 
 `fidelity/probe.py` prints what a rank can see of its own process (argv, __main__, environment,
 cwd, limits, descriptors, signal handlers and mask, threads, generators, hash seed...). It is graded
-cold (RDV_WARM_POOL=0) and warm, where every rank is a spare interpreter the sandbox started
-ahead (grader.inside.spares), and the two must agree on everything that is not drawn afresh per run;
-what is drawn per process (generator states, the str hash seed) must differ between ranks.
+with ranks spawned by torch's agent (the supervisor's `--spawn-ranks`, what torchrun does), and
+with ranks forked by the zygote in a cold and in a warm sandbox; they must agree on everything
+that is not drawn afresh per run, and what is drawn per process (generator states) must differ
+between ranks.
 
-Spares are fresh interpreters, each with its own str hash seed: `fidelity/set_order.py` registers
-its layers in the order of a set of names, which DDP rejects when ranks spawned by torchrun
-disagree, and so do spares.
+The difference: forked ranks share their launch's str hash seed. `fidelity/set_order.py`
+registers its layers in the order of a set of names, which DDP rejects when ranks spawned by
+torchrun disagree; forked ranks agree, so it passes (README, "How a rank starts").
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +38,17 @@ EXERCISE = "ddp-fundamentals/train"
 # Drawn afresh for every run (a port, a run id and the paths named after them).
 PER_RUN_ENV = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
 PER_PROCESS = ("seed", "numpy", "random", "hash")
+# What forked ranks draw per process: all of it but the str hash seed, drawn per launch.
+PER_FORKED = ("seed", "numpy", "random")
 # Imports: compared on their own (a spare may hold more at the program's start: see below).
 IMPORTS = ("start", "after")
 
 
-def grade_file(name: str, *, pool: int) -> Result:
+def grade_file(
+    name: str, *, pool: int, spawn: bool = False, monkeypatch: pytest.MonkeyPatch | None = None
+) -> Result:
+    """Grade `name` with ranks forked by the zygote (cold, or warm with a pool of `pool`), or
+    spawned by torch's agent (`spawn`, cold: the supervisor's --spawn-ranks)."""
     from grader.api import grade
     from grader.exercises import load_spec
 
@@ -51,6 +61,12 @@ def grade_file(name: str, *, pool: int) -> Result:
     job = Job(
         exercise=EXERCISE, code=(HERE / name).read_text(), spec=spec, submission_id="fidelity"
     )
+    if spawn:
+        assert monkeypatch is not None and not pool
+        from grader.launch import host
+
+        argv = host.supervisor_argv()
+        monkeypatch.setattr(host, "supervisor_argv", lambda: [*argv, "--spawn-ranks"])
     owned = Pool(pool) if pool else None
     try:
         result = grade(job, sandbox="bwrap", pool=owned)
@@ -58,9 +74,9 @@ def grade_file(name: str, *, pool: int) -> Result:
         if owned is not None:
             assert owned.stats.served == 1, owned.stats
             assert result.launch.warm_launches == 1
-            assert result.launch.spare_ranks == 2
         else:
-            assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0)
+            assert result.launch.warm_launches == 0
+        assert result.launch.spare_ranks == (0 if spawn else 2), result.launch
         return result
     finally:
         if owned is not None:
@@ -100,33 +116,58 @@ def assert_drawn_per_process(found: dict[int, dict[str, Any]], keys: tuple[str, 
         assert found[0][key] != found[1][key], f"{key} is the same on both ranks"
 
 
-def test_a_rank_in_a_warm_sandbox_sees_what_a_cold_one_sees() -> None:
+def supervisor_imports() -> set[str]:
+    """What a forked rank may hold at its first line beyond what a spawned DDP program imports:
+    the supervisor's launcher (torch's elastic agent) and checkpoint inspection, forked along."""
+    code = (
+        "import sys, torch.distributed.launcher.api, grader.inside.inspect_ckpt;"
+        "print(' '.join(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_a_forked_rank_sees_what_a_spawned_one_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    spawned = probes(grade_file("probe.py", pool=0, spawn=True, monkeypatch=monkeypatch))
+    monkeypatch.undo()
     cold = probes(grade_file("probe.py", pool=0))
     hot = probes(grade_file("probe.py", pool=1))
+    supervisor = supervisor_imports()
     for rank in (0, 1):
-        assert comparable(hot[rank]) == comparable(cold[rank])
-        # At the program's first line a spare holds what a spawned rank holds, and at most what
-        # a spawned rank holds once it wrapped a model in DDP (grader.harness.spare.AHEAD).
-        started, cold_start = set(hot[rank]["start"]), set(cold[rank]["start"])
-        assert cold_start <= started
-        assert started <= set(cold[rank]["after"]), sorted(started - set(cold[rank]["after"]))
-        assert hot[rank]["after"] == cold[rank]["after"]
-    assert_drawn_per_process(cold, PER_PROCESS)
-    assert_drawn_per_process(hot, PER_PROCESS)
+        assert comparable(cold[rank]) == comparable(spawned[rank])
+        assert comparable(hot[rank]) == comparable(spawned[rank])
+        # At the program's first line a forked rank holds what a spawned rank holds, and at
+        # most what a spawned rank holds once it wrapped a model in DDP
+        # (grader.inside.zygote.AHEAD), with the supervisor's own imports.
+        for forked in (cold, hot):
+            started = set(forked[rank]["start"])
+            assert set(spawned[rank]["start"]) <= started
+            extra = started - set(spawned[rank]["after"])
+            assert extra <= supervisor, sorted(extra - supervisor)
+            assert set(forked[rank]["after"]) - set(spawned[rank]["after"]) <= extra
+    assert_drawn_per_process(spawned, PER_PROCESS)
+    assert_drawn_per_process(cold, PER_FORKED)
+    assert_drawn_per_process(hot, PER_FORKED)
+    # The documented difference: one str hash seed per launch, shared by its forked ranks.
+    assert cold[0]["hash"] == cold[1]["hash"] and hot[0]["hash"] == hot[1]["hash"]
 
 
-def test_a_set_order_bug_fails_in_a_warm_sandbox() -> None:
-    result = grade_file("set_order.py", pool=1)
-    assert result.status == "fail", result.summary
-    failed = {c.id for c in result.checks if c.status == "fail"}
-    assert "run.completed" in failed, failed
+def test_a_set_order_bug_fails_with_spawned_ranks_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The price of forked ranks, measured so that it stays known: torchrun's ranks disagree on
+    the order of a set of names and DDP refuses the model; forked ranks agree."""
+    spawned = grade_file("set_order.py", pool=0, spawn=True, monkeypatch=monkeypatch)
+    assert spawned.status == "fail", spawned.summary
+    assert "run.completed" in {c.id for c in spawned.checks if c.status == "fail"}
+    monkeypatch.undo()
+    forked = grade_file("set_order.py", pool=1)
+    assert forked.status == "pass", forked.summary
 
 
-# Graded cold (a supervisor started for the job, its ranks spawned by torch), held to the verdict
-# and failed checks their golden suite holds the warm grading to: a sample of the golden suites'
-# cases (every case graded both ways and compared: `python -m benchmarks warm_fidelity`), each
-# where a rank's own process matters: generators (a split drawn per rank, weights never
-# broadcast), restarts (a fresh process for the second attempt) and the simulated 2-node job.
+# Graded cold (a supervisor started for the job, its ranks forked by its zygote), held to the
+# verdict and failed checks their golden suite holds the warm grading to: a sample of the golden
+# suites' cases (every case graded both ways and compared: `python -m benchmarks warm_fidelity`),
+# each where a rank's own process matters: generators (a split drawn per rank, weights never
+# broadcast), restarts (a fresh rank for the second attempt) and the simulated 2-node job.
 # Their warm twins are the golden suites' own tests, so each case is graded once here, not twice.
 SAMPLE = (
     "redteam/bug_random_split_per_rank",
@@ -143,7 +184,7 @@ def test_a_sampled_case_is_judged_cold_as_warm(name: str) -> None:
     by_name = {f"{c.suite.root.name}/{c.name}": c for s in SUITES for c in s.cases()}
     result = assert_graded_as_expected(by_name[name])  # no pool: every launch cold
     assert result.launch is not None, result.summary
-    assert (result.launch.warm_launches, result.launch.spare_ranks) == (0, 0), result.launch
+    assert result.launch.warm_launches == 0, result.launch
 
 
 @pytest.mark.parametrize("pool", [0, 1])
@@ -151,7 +192,7 @@ def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
     pool: int,
 ) -> None:
     """Every node's agent is its own interpreter, as on two machines, and so is every rank, the
-    agent's child: spawned by it cold, a spare it started ahead warm (what DDP imports already
+    agent's: forked by the node agent's own zygote, cold and warm (what DDP imports already
     imported)."""
     from grader.api import grade
     from grader.contract import GradeEvent
@@ -180,11 +221,11 @@ def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
         if owned is not None:
             owned.close()
     assert result.launch is not None and result.launch.nnodes == 2, result.summary
-    assert result.launch.spare_ranks == 2 * pool, result.launch
+    assert result.launch.spare_ranks == 2, result.launch  # each node's zygote forked its rank
     found = {probe["rank"]: probe for probe in map(json.loads, lines)}
     assert sorted(found) == [0, 1], (result.summary, [r.output[-2000:] for r in result.ranks])
     for probe in found.values():
-        assert probe["ahead"] is bool(pool), probe
+        assert probe["ahead"] is True, probe
         # The agent a rank runs under: its node's own interpreter, never the supervisor.
         module = probe["parent"][probe["parent"].index("-m") + 1]
         assert module == "grader.inside.multinode", probe

@@ -1,0 +1,357 @@
+"""Ranks forked from one interpreter that imported what every rank imports (a zygote).
+
+A rank costs what it imports before the learner's first line: torch, torch._dynamo (a DDP
+program's constructor and every optimizer step import it) and the harness's hooks, about 2.8
+CPU-seconds on a 2-core machine, for every rank of every launch. The supervisor (and each node
+agent of a simulated multi-node job) imports them once, forks one zygote before it starts a thread
+or reads its job, and the zygote forks each rank: a rank starts in milliseconds and costs the
+pages it writes.
+
+How a rank gets here: torch's elastic agent starts each rank as usual, through its own process
+handling, with inside/rank_shim.py as the command (`SpareServer.entry_args`, inside/spares.py).
+The shim hands its argv, environment, cwd and descriptors 0, 1, 2 to the supervisor's
+`SpareServer`, which passes them on to the zygote with one end of a fresh socket pair
+(`Zygote.fork_rank`). The zygote forks; the child leads a new session (as torch's spawned ranks
+do), says its pid on that socket, takes the descriptors, cwd, environment (its own is cleared) and
+argv over, and runs the harness's rank entrypoint (grader.harness.__main__.main). The zygote reaps
+it and writes its exit status on the same socket; the server relays it to the shim, which ends as
+the rank ended. A rank the zygote cannot serve (none, it died, an unexpected command) is the
+shim's own `execv` of the real command: a cold start.
+
+What a forked rank shares with its siblings, unlike torchrun's spawned ranks: the str hash seed
+(drawn once per launch, when the supervisor starts; a set of strings iterates in the same order on
+every rank of one launch). What is drawn again in each rank: the `random` module's state (Python
+does at fork), numpy's global generator, torch's default seed. The zygote holds nothing of the
+job: it is forked before the supervisor reads its config (the nonce never reaches a rank).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import logging
+import os
+import pkgutil
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import NoReturn
+
+from grader.launch.wire import SpareHandover
+
+log = logging.getLogger(__name__)
+
+PID = struct.Struct(">ci")  # b"P" + the rank's pid (from the rank), b"X" + its exit status
+# How long the server waits for a forked rank to say its pid.
+FORK_WAIT_S = 30.0
+REAP_EVERY_S = 0.05
+PR_SET_DUMPABLE = 4
+
+
+# Imported by every DDP program on its first DistributedDataParallel(...) (the constructor asks
+# torch._dynamo about compiled DDP) and by every optimizer's first step: ~800 modules, sympy among
+# them. The environment they read at import is the sandbox's own, which the rank inherits
+# unchanged (tests/grader/test_warm_fidelity.py holds both to it).
+AHEAD = ("torch._dynamo",)
+
+
+def preload() -> None:
+    """What `install_all` imports in every rank (torch among it), without installing anything,
+    and what a DDP program imports anyway (AHEAD)."""
+    import grader.harness.hooks as hooks
+
+    for name in AHEAD:
+        importlib.import_module(name)
+    for info in pkgutil.iter_modules(hooks.__path__):
+        if not info.name.startswith("_"):
+            try:
+                importlib.import_module(f"{hooks.__name__}.{info.name}")
+            except Exception:  # the rank's own install_all records it
+                continue
+
+
+def fork_zygote() -> Zygote | None:
+    """Fork the zygote (call after `preload`, before this process starts a thread or reads its
+    job); None where it cannot serve ranks (ranks then start cold)."""
+    if threading.active_count() > 1:
+        log.warning("a thread is running: no zygote (each rank starts cold)")
+        return None
+    if _cuda_started():
+        log.warning("CUDA was initialised before the fork: no zygote (each rank starts cold)")
+        return None
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        _zygote_main(theirs)
+    theirs.close()
+    return Zygote(pid, ours)
+
+
+def _cuda_started() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return True
+
+
+class ForkedRank:
+    """One rank the zygote forked: its pid (it leads its own process group) and its status."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def wait(self) -> int:
+        """The rank's exit status as Popen.returncode (-N: killed by signal N)."""
+        got = _recv(self.sock, PID.size)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if got is None:  # the zygote is gone: so must the rank be
+            self.signal(signal.SIGKILL)
+            return -signal.SIGKILL
+        _tag, status = PID.unpack(got)
+        return int(status)
+
+
+class Zygote:
+    """The supervisor's (or a node agent's) handle on its zygote."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.served = 0
+
+    def fork_rank(self, message: SpareHandover, fds: tuple[int, int, int]) -> ForkedRank | None:
+        """A rank forked with this argv, environment, cwd and descriptors 0, 1 and 2; None when
+        the zygote could not (the caller starts the rank cold)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        data = message.to_json().encode()
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [len(data).to_bytes(8, "big")], [*fds, theirs.fileno()])
+                self.sock.sendall(data)
+        except OSError:
+            ours.close()
+            return None
+        finally:
+            theirs.close()
+        ours.settimeout(FORK_WAIT_S)
+        got = _recv(ours, PID.size)
+        ours.settimeout(None)
+        if got is None or got[:1] != b"P":
+            ours.close()
+            return None
+        with self.lock:
+            self.served += 1
+        return ForkedRank(PID.unpack(got)[1], ours)
+
+    def close(self) -> None:
+        """The zygote ends once the ranks it forked have (they are the supervisor's to stop)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _recv(sock: socket.socket, size: int) -> bytes | None:
+    got = b""
+    while len(got) < size:
+        try:
+            chunk = sock.recv(size - len(got))
+        except InterruptedError:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        got += chunk
+    return got
+
+
+def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
+    while len(got) < size:
+        chunk = sock.recv(size - len(got))
+        if not chunk:
+            raise EOFError("the other side closed the socket")
+        got += chunk
+    return got
+
+
+def receive(sock: socket.socket, nfds: int = 3) -> tuple[SpareHandover, list[int]] | None:
+    """One hand-over (hand_over's, the rank shim's or the server's to the zygote) and its
+    `nfds` descriptors; None for anything else (a closed socket, a damaged message, another
+    number of descriptors)."""
+    fds: list[int] = []
+    try:
+        head, fds, _flags, _addr = socket.recv_fds(sock, 8, nfds)
+        if not head:
+            close_all(fds)
+            return None
+        head = _recv_exactly(sock, 8, head)
+        message = SpareHandover.from_json(_recv_exactly(sock, int.from_bytes(head, "big")))
+    except (OSError, EOFError, ValueError):  # WireError is a ValueError
+        close_all(fds)
+        return None
+    if len(fds) != nfds:
+        close_all(fds)
+        return None
+    return message, fds
+
+
+def close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+# -- the zygote's side (one thread: it forks) ------------------------------------------------
+def _zygote_main(control: socket.socket) -> NoReturn:
+    code = 0
+    try:
+        _quiet_descriptors(keep=control.fileno())
+        _serve(control)  # returns only in a forked rank
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+def _quiet_descriptors(keep: int) -> None:
+    """Nothing of the supervisor's: its stdout is the host's frame channel (a zygote holding it
+    open would keep the host from seeing its end), its other files are its own."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, _max_fd())
+
+
+def _max_fd() -> int:
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return 1024
+
+
+def _serve(control: socket.socket) -> None:
+    children: dict[int, socket.socket] = {}
+    open_ = True
+    while open_ or children:
+        readable: list[socket.socket] = []
+        if open_:
+            readable, _, _ = select.select([control], [], [], REAP_EVERY_S)
+        else:
+            time.sleep(REAP_EVERY_S)
+        _reap(children)
+        if not readable:
+            continue
+        got = receive(control, 4)
+        if got is None:  # the supervisor closed us: end once our ranks have
+            open_ = False
+            continue
+        message, fds = got
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            for other in children.values():
+                other.close()
+            _become_rank(message, fds)
+        close_all(fds[:3])
+        children[pid] = socket.socket(fileno=fds[3])
+    os._exit(0)
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock = children.pop(pid, None)
+        if sock is None:
+            continue
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):
+            sock.sendall(PID.pack(b"X", code))
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def _become_rank(message: SpareHandover, fds: list[int]) -> NoReturn:
+    """In the forked child: become the rank torch's agent started, then run it."""
+    code = 1
+    try:
+        os.setsid()  # as torch starts a rank: its own session and process group
+        reply = socket.socket(fileno=fds[3])
+        reply.sendall(PID.pack(b"P", os.getpid()))
+        reply.close()
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(message.cwd)
+        os.environ.clear()
+        os.environ.update(message.env)
+        argv = list(message.argv)
+        sys.orig_argv[:] = argv
+        _fresh_process_state()
+        code = RUN_RANK(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        with contextlib.suppress(Exception):
+            import traceback
+
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+    os._exit(code)
+
+
+def run_harness(argv: list[str]) -> int:
+    """A rank's command (`python -u -m grader.harness main.py ARGS...`) in this process: the
+    harness's entrypoint with its arguments."""
+    from grader.harness.__main__ import main
+
+    return main(argv[argv.index("grader.harness") + 1 :])
+
+
+# What a forked rank runs, given its full argv (tests swap it for a plain runpy of the file).
+RUN_RANK: Callable[[list[str]], int] = run_harness
+
+
+def _fresh_process_state() -> None:
+    """What a spawned interpreter draws for itself (Python reseeds `random` at fork), and what
+    exec would have reset: dumpable again (the supervisor made itself undumpable)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        with contextlib.suppress(Exception):
+            numpy.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
