@@ -79,7 +79,8 @@ def _end_as(status: int) -> None:
     if status < 0:
         for sig in RELAYED:
             signal.signal(sig, signal.SIG_DFL)
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         status = 128 - status
     os._exit(status & 0xFF)

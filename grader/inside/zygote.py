@@ -61,19 +61,31 @@ PR_SET_DUMPABLE = 4
 AHEAD = ("torch._dynamo",)
 
 
+# While the zygote's process imports, `torch.cuda.is_available()` asks NVML, not the CUDA
+# driver: a driver initialised before a fork is unusable in the forked ranks (GPU workers).
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
 def preload() -> None:
     """What `install_all` imports in every rank (torch among it), without installing anything,
     and what a DDP program imports anyway (AHEAD)."""
-    import grader.harness.hooks as hooks
+    added = NVML_CHECK not in os.environ
+    if added:
+        os.environ[NVML_CHECK] = "1"
+    try:
+        import grader.harness.hooks as hooks
 
-    for name in AHEAD:
-        importlib.import_module(name)
-    for info in pkgutil.iter_modules(hooks.__path__):
-        if not info.name.startswith("_"):
-            try:
-                importlib.import_module(f"{hooks.__name__}.{info.name}")
-            except Exception:  # the rank's own install_all records it
-                continue
+        for name in AHEAD:
+            importlib.import_module(name)
+        for info in pkgutil.iter_modules(hooks.__path__):
+            if not info.name.startswith("_"):
+                try:
+                    importlib.import_module(f"{hooks.__name__}.{info.name}")
+                except Exception:  # the rank's own install_all records it
+                    continue
+    finally:
+        if added:
+            os.environ.pop(NVML_CHECK, None)
 
 
 def fork_zygote() -> Zygote | None:

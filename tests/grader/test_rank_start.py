@@ -194,10 +194,13 @@ def test_each_rank_writes_to_its_own_descriptors(host: Host, tmp_path: Path) -> 
     assert host.served() == 2
 
 
-def test_a_rank_killed_by_a_signal_is_reported_as_killed(host: Host, tmp_path: Path) -> None:
-    program = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_a_rank_killed_by_a_signal_is_reported_as_killed(
+    host: Host, tmp_path: Path, sig: signal.Signals
+) -> None:
+    program = f"import os; os.kill(os.getpid(), {int(sig)})"
     proc, _ = shim(host.path, tmp_path, program, *RANK_ARGS)
-    assert proc.wait(60) == -signal.SIGSEGV
+    assert proc.wait(60) == -sig  # the shim dies of it too (SIGKILL has no handler to reset)
 
 
 def test_the_agents_stop_signal_reaches_the_rank_and_the_shim_dies_of_it(
