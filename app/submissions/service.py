@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.analytics import rollups
+from app.db import as_utc
 from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
@@ -85,6 +87,8 @@ def submit(
         if earlier is None:
             raise
         return Submitted(_same_or_conflict(earlier, exercise, code), created=False)
+    # Under the learner's lock, as is every refresh of their analytics rollups.
+    rollups.refresh_attempts(session, user_id, exercise, as_utc(submission.created_at).date())
     return Submitted(submission, created=True)
 
 

@@ -1,0 +1,91 @@
+"""The analytics rollups: per (item, learner, locale, UTC day), what the instructors' report
+needs of that learner's events and submissions of that day, kept in step with the source rows
+by `app.analytics.rollups` (never written by hand).
+
+Each source row counts twice: under its own locale ('' when unknown) and under ALL ('*'), the
+learner's day across every locale. The report without the locale split reads only ALL rows;
+with it, ALL rows are the totals and the others the split, from one scan. ALL rows are stored
+rather than derived because an attempt's rank (judged submissions up to the first pass) does not
+add up across locales within a day: only the learner's whole day orders them.
+
+A day is a UTC calendar day: the report's date range is exact to the day, no finer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime
+
+from sqlalchemy import Date, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, UTCDateTime
+
+ALL = "*"
+
+
+def _learner() -> Mapped[uuid.UUID]:
+    return mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+
+
+class StepDay(Base):
+    """A learner reached a step (a step event) on a day; `completed`: one was step_completed."""
+
+    __tablename__ = "analytics_step_days"
+
+    lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user_id: Mapped[uuid.UUID] = _learner()
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    completed: Mapped[int] = mapped_column(Integer)
+
+
+class AnswerDay(Base):
+    """A learner chose a choice of a question on a day: their first such answer that day, and
+    the first of them that was right (None: none was)."""
+
+    __tablename__ = "analytics_answer_days"
+
+    lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    choice: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user_id: Mapped[uuid.UUID] = _learner()
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    first_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    first_right_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+
+
+class AttemptDay(Base):
+    """A learner's submissions of an exercise on a day (any status): how many, how many were
+    judged (pass or fail) and failed, `judged_to_pass` (judged submissions of the day up to and
+    including its first pass; None: no pass that day), the first one's time and the first pass's.
+    """
+
+    __tablename__ = "analytics_attempt_days"
+
+    exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    user_id: Mapped[uuid.UUID] = _learner()
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    submissions: Mapped[int] = mapped_column(Integer)
+    judged: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    judged_to_pass: Mapped[int | None] = mapped_column(Integer, default=None)
+    first_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    first_pass_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+
+
+class CheckDay(Base):
+    """A learner's failed submissions of an exercise on a day whose first failed check was
+    `check_id` ('' for a failed Result without a failed check)."""
+
+    __tablename__ = "analytics_check_days"
+
+    exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    check_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[uuid.UUID] = _learner()
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    failed: Mapped[int] = mapped_column(Integer)
