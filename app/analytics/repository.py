@@ -1,19 +1,23 @@
-"""The analytics queries: SQL over progress events, drafts and submissions, grouped in the
-database so that what comes back is a few rows per step, question, choice, exercise and check,
-never a row per learner. Every count is of distinct learners unless its name says submissions:
-each query groups by (item, learner) first, then counts learners per item (a hash aggregate,
-where COUNT(DISTINCT) would sort).
+"""The analytics queries: SQL over the rollups (app/analytics/models.py: per item, learner,
+locale and UTC day), grouped in the database so that what comes back is a few rows per step,
+question, choice, exercise and check, never a row per learner. Every count is of distinct
+learners unless its name says submissions: each query groups by (item, locale, learner) over
+the days in range first, then counts learners per item (a streaming aggregate in the rollups'
+primary-key order, where COUNT(DISTINCT) would sort).
 
-Split by locale, a row's locale is the interface language its own event or submission was sent
-in ('' when unknown: events older than the column, and drafts, which carry none); a learner who
-changed language counts once in each.
+A row's locale is ALL ('*') for the totals; split by locale, the other rows are each locale's
+(the interface language its own event or submission was sent in; '' when unknown: events older
+than the column, and drafts, which carry none); a learner who changed language counts once in
+each. Without the split only ALL rows are read.
+
+The date range is of whole UTC days: [since, until), each a date.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date
 from typing import Any
 
 from sqlalchemy import (
@@ -24,43 +28,40 @@ from sqlalchemy import (
     cast,
     exists,
     func,
-    literal,
+    literal_column,
     select,
     text,
     union_all,
 )
 from sqlalchemy.orm import Session
 
-from app.learning.models import ProgressEvent
-from app.submissions.models import Draft, Submission
-
-STEP_TYPES = ("step_seen", "step_completed", "position")
-JUDGED = ("pass", "fail")
+from app.analytics.models import ALL, AnswerDay, AttemptDay, CheckDay, StepDay
+from app.analytics.rollups import day_start
+from app.submissions.models import Draft
 
 
 @dataclass(frozen=True)
 class Window:
-    """What one query reads: a lesson's events and its exercises' submissions in
-    [since, until), grouped by locale or not."""
+    """What one query reads: a lesson's rollups on the days in [since, until) (None: no bound),
+    the totals (locale ALL) and, `by_locale`, each locale's rows."""
 
     lesson_id: str
     exercises: tuple[str, ...]
-    since: datetime | None
-    until: datetime | None
+    since: date | None
+    until: date | None
     by_locale: bool
 
 
-def _in_range(column: Any, window: Window) -> list[ColumnElement[bool]]:
+def _rows(model: Any, window: Window) -> list[ColumnElement[bool]]:
+    """The rollup rows a window reads (less its item condition)."""
     conditions: list[ColumnElement[bool]] = []
+    if not window.by_locale:
+        conditions.append(model.locale == ALL)
     if window.since is not None:
-        conditions.append(column >= window.since)
+        conditions.append(model.day >= window.since)
     if window.until is not None:
-        conditions.append(column < window.until)
+        conditions.append(model.day < window.until)
     return conditions
-
-
-def _locale(column: Any, window: Window) -> Any:
-    return (func.coalesce(column, "") if window.by_locale else literal("")).label("locale")
 
 
 def tune(session: Session) -> None:
@@ -83,23 +84,13 @@ def _learners_per(session: Session, per_learner: Any, *keys: str) -> Sequence[An
     return session.execute(query).all()
 
 
-def _events(window: Window, *conditions: ColumnElement[bool]) -> list[ColumnElement[bool]]:
-    return [
-        ProgressEvent.lesson_id == window.lesson_id,
-        *conditions,
-        *_in_range(ProgressEvent.at, window),
-    ]
-
-
 def step_counts(session: Session, window: Window) -> Sequence[Any]:
     """(step_id, locale, learners = reached, completed) per step with any event."""
-    step_id = ProgressEvent.payload["step_id"].as_string().label("step_id")
-    locale = _locale(ProgressEvent.locale, window)
-    completed = case((ProgressEvent.type == "step_completed", 1), else_=0)
+    row = StepDay
     per_learner = (
-        select(step_id, locale, ProgressEvent.user_id, func.max(completed).label("completed"))
-        .where(*_events(window, ProgressEvent.type.in_(STEP_TYPES)))
-        .group_by(step_id, locale, ProgressEvent.user_id)
+        select(row.step_id, row.locale, row.user_id, func.max(row.completed).label("completed"))
+        .where(row.lesson_id == window.lesson_id, *_rows(row, window))
+        .group_by(row.locale, row.step_id, row.user_id)
         .subquery()
     )
     return _learners_per(session, per_learner, "step_id")
@@ -108,19 +99,17 @@ def step_counts(session: Session, window: Window) -> Sequence[Any]:
 def question_counts(session: Session, window: Window) -> Sequence[Any]:
     """(question_id, locale, learners = answered, first_try_right) per question answered.
     Right at the first try: the learner's earliest answer to it is also their earliest right one."""
-    question_id = ProgressEvent.payload["question_id"].as_string().label("question_id")
-    locale = _locale(ProgressEvent.locale, window)
-    correct = ProgressEvent.payload["correct"].as_boolean()
+    row = AnswerDay
     answers = (
         select(
-            question_id,
-            locale,
-            ProgressEvent.user_id,
-            func.min(ProgressEvent.at).label("first_at"),
-            func.min(case((correct, ProgressEvent.at))).label("first_right_at"),
+            row.question_id,
+            row.locale,
+            row.user_id,
+            func.min(row.first_at).label("first_at"),
+            func.min(row.first_right_at).label("first_right_at"),
         )
-        .where(*_events(window, ProgressEvent.type == "quiz_answered"))
-        .group_by(question_id, locale, ProgressEvent.user_id)
+        .where(row.lesson_id == window.lesson_id, *_rows(row, window))
+        .group_by(row.locale, row.question_id, row.user_id)
         .subquery()
     )
     first_right = case((answers.c.first_right_at == answers.c.first_at, 1), else_=0)
@@ -135,33 +124,51 @@ def question_counts(session: Session, window: Window) -> Sequence[Any]:
 
 def choice_counts(session: Session, window: Window) -> Sequence[Any]:
     """(question_id, choice, locale, learners who ever chose it)."""
-    question_id = ProgressEvent.payload["question_id"].as_string().label("question_id")
-    choice = ProgressEvent.payload["choice"].as_string().label("choice")
-    locale = _locale(ProgressEvent.locale, window)
+    row = AnswerDay
     per_learner = (
-        select(question_id, choice, locale, ProgressEvent.user_id)
-        .where(*_events(window, ProgressEvent.type == "quiz_answered"))
-        .group_by(question_id, choice, locale, ProgressEvent.user_id)
+        select(row.question_id, row.choice, row.locale, row.user_id)
+        .where(row.lesson_id == window.lesson_id, *_rows(row, window))
+        .group_by(row.locale, row.question_id, row.choice, row.user_id)
         .subquery()
     )
     return _learners_per(session, per_learner, "question_id", "choice")
 
 
 def opened_counts(session: Session, window: Window) -> Sequence[Any]:
-    """(exercise, locale, learners = opened): learners with a draft or a submission. Split by
-    locale, a draft counts only for a learner without a submission of it (as '')."""
-    drafts = select(
-        Draft.exercise.label("exercise"), literal("").label("locale"), Draft.user_id
-    ).where(Draft.exercise.in_(window.exercises), *_in_range(Draft.updated_at, window))
+    """(exercise, locale, learners = opened): learners with a draft or a submission. A draft
+    counts in the totals; split by locale, only for a learner without a submission of it (as
+    ''). A draft is one row per learner and exercise: the day it was last saved is its day."""
+    in_range = []
+    if window.since is not None:
+        in_range.append(Draft.updated_at >= day_start(window.since))
+    if window.until is not None:
+        in_range.append(Draft.updated_at < day_start(window.until))
+    drafted = [Draft.exercise.in_(window.exercises), *in_range]
+    parts: list[Any] = [
+        select(Draft.exercise, literal_column(f"'{ALL}'").label("locale"), Draft.user_id).where(
+            *drafted
+        )
+    ]
     if window.by_locale:
         submitted_too = exists().where(
-            and_(Submission.user_id == Draft.user_id, Submission.exercise == Draft.exercise)
+            and_(
+                AttemptDay.exercise == Draft.exercise,
+                AttemptDay.locale == ALL,
+                AttemptDay.user_id == Draft.user_id,
+            )
         )
-        drafts = drafts.where(~submitted_too)
-    submitted = select(
-        Submission.exercise, _locale(Submission.locale, window), Submission.user_id
-    ).where(Submission.exercise.in_(window.exercises), *_in_range(Submission.created_at, window))
-    both = union_all(drafts, submitted).subquery()
+        parts.append(
+            select(Draft.exercise, literal_column("''").label("locale"), Draft.user_id).where(
+                *drafted, ~submitted_too
+            )
+        )
+    row = AttemptDay
+    parts.append(
+        select(row.exercise, row.locale, row.user_id).where(
+            row.exercise.in_(window.exercises), *_rows(row, window)
+        )
+    )
+    both = union_all(*parts).subquery()
     per_learner = (
         select(both.c.exercise, both.c.locale, both.c.user_id)
         .group_by(both.c.exercise, both.c.locale, both.c.user_id)
@@ -183,40 +190,42 @@ def attempt_histogram(session: Session, window: Window) -> Sequence[Any]:
     judged_to_pass, minutes_to_pass, failed_any) -> learners, failed_submissions.
 
     `judged_to_pass`: the judged (pass or fail) submissions up to and including the learner's
-    first pass (None: never passed); `minutes_to_pass`: whole minutes from their first
-    submission to that pass; `failed_any`: 1 if the grader failed any of their submissions."""
-    judged = case((Submission.verdict.in_(JUDGED), 1), else_=0)
-    locale = _locale(Submission.locale, window)
-    ranked = (
+    first pass in range (None: never passed): every judged one of the days before the day of
+    that pass, and that day's own count up to it; `minutes_to_pass`: whole minutes from their
+    first submission to that pass; `failed_any`: 1 if the grader failed any of theirs."""
+    row = AttemptDay
+    days = (
         select(
-            Submission.exercise,
-            Submission.user_id,
-            locale,
-            Submission.verdict,
-            Submission.created_at,
-            func.sum(judged)
-            .over(
-                partition_by=(Submission.exercise, Submission.user_id),
-                order_by=(Submission.created_at, Submission.id),
-                rows=(None, 0),
-            )
-            .label("judged_rank"),
+            row.exercise,
+            row.locale,
+            row.user_id,
+            row.day,
+            row.judged,
+            row.judged_to_pass,
+            row.failed,
+            row.first_at,
+            row.first_pass_at,
+            func.min(case((row.first_pass_at.is_not(None), row.day)))
+            .over(partition_by=(row.exercise, row.locale, row.user_id))
+            .label("pass_day"),
         )
-        .where(Submission.exercise.in_(window.exercises), *_in_range(Submission.created_at, window))
+        .where(row.exercise.in_(window.exercises), *_rows(row, window))
         .subquery()
     )
-    passed = ranked.c.verdict == "pass"
-    failed = case((ranked.c.verdict == "fail", 1), else_=0)
+    up_to_pass = case(
+        (days.c.day < days.c.pass_day, days.c.judged),
+        (days.c.day == days.c.pass_day, days.c.judged_to_pass),
+    )
     per_learner = (
         select(
-            ranked.c.exercise,
-            ranked.c.locale,
-            func.min(case((passed, ranked.c.judged_rank))).label("judged_to_pass"),
-            func.min(ranked.c.created_at).label("first_at"),
-            func.min(case((passed, ranked.c.created_at))).label("first_pass_at"),
-            func.sum(failed).label("failed"),
+            days.c.exercise,
+            days.c.locale,
+            func.sum(up_to_pass).label("judged_to_pass"),
+            func.min(days.c.first_at).label("first_at"),
+            func.min(days.c.first_pass_at).label("first_pass_at"),
+            func.sum(days.c.failed).label("failed"),
         )
-        .group_by(ranked.c.exercise, ranked.c.locale, ranked.c.user_id)
+        .group_by(days.c.exercise, days.c.locale, days.c.user_id)
         .subquery()
     )
     dialect = session.get_bind().dialect.name
@@ -240,22 +249,17 @@ def attempt_histogram(session: Session, window: Window) -> Sequence[Any]:
 def first_failing_checks(session: Session, window: Window) -> Sequence[Any]:
     """(exercise, check_id, locale, learners, submissions) over failed submissions; check_id
     is '' for a failed Result without a failed check."""
-    check_id = func.coalesce(Submission.first_failed_check, "").label("check_id")
-    locale = _locale(Submission.locale, window)
+    row = CheckDay
     per_learner = (
         select(
-            Submission.exercise,
-            check_id,
-            locale,
-            Submission.user_id,
-            func.count().label("submissions"),
+            row.exercise,
+            row.check_id,
+            row.locale,
+            row.user_id,
+            func.sum(row.failed).label("submissions"),
         )
-        .where(
-            Submission.exercise.in_(window.exercises),
-            Submission.verdict == "fail",
-            *_in_range(Submission.created_at, window),
-        )
-        .group_by(Submission.exercise, check_id, locale, Submission.user_id)
+        .where(row.exercise.in_(window.exercises), *_rows(row, window))
+        .group_by(row.exercise, row.locale, row.check_id, row.user_id)
         .subquery()
     )
     return _learners_per(session, per_learner, "exercise", "check_id")
