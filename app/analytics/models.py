@@ -89,3 +89,50 @@ class CheckDay(Base):
     user_id: Mapped[uuid.UUID] = _learner()
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     failed: Mapped[int] = mapped_column(Integer)
+
+
+# The counters the report reads: learners summed across learners, per (item, locale, day,
+# previous day). A learner's `day`s of activity on an item each add one learner under
+# (day, the learner's previous active day, or NONE): the learners active in [since, until) are
+# then exactly those of the rows with since <= day < until and prev_day < since (the first
+# active day of each in the range), with no row per learner to read. Kept by
+# `app.analytics.counts` from the per-learner day rollups above.
+NONE = date(1, 1, 1)  # no previous active day
+NEVER = date(9999, 12, 31)  # no pass on or after the day
+
+
+class DayCount(Base):
+    """`scope`: reached, completed (steps), answered (`flag`: the day's first answer was
+    right), chosen (`detail`: the choice), opened, failing (learners with a failed submission;
+    `amount`: failed submissions that day), check (`detail`: the first failing check; `amount`:
+    failed submissions that day)."""
+
+    __tablename__ = "analytics_day_counts"
+
+    lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    item: Mapped[str] = mapped_column(String(200), primary_key=True)
+    detail: Mapped[str] = mapped_column(String(100), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    prev_day: Mapped[date] = mapped_column(Date, primary_key=True)
+    flag: Mapped[int] = mapped_column(Integer, primary_key=True)
+    learners: Mapped[int] = mapped_column(Integer)
+    amount: Mapped[int] = mapped_column(Integer)
+
+
+class PassCount(Base):
+    """Learners of an exercise by their first day in a range (`day`, after `prev_day`): the
+    day of their first pass on or after it (NEVER: none), the judged submissions from `day` up
+    to that pass and the whole minutes from that day's first submission to it (0 without)."""
+
+    __tablename__ = "analytics_pass_counts"
+
+    exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
+    locale: Mapped[str] = mapped_column(String(16), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    prev_day: Mapped[date] = mapped_column(Date, primary_key=True)
+    pass_day: Mapped[date] = mapped_column(Date, primary_key=True)
+    judged_to_pass: Mapped[int] = mapped_column(Integer, primary_key=True)
+    minutes_to_pass: Mapped[int] = mapped_column(Integer, primary_key=True)
+    learners: Mapped[int] = mapped_column(Integer)

@@ -11,9 +11,9 @@ after the other, each seeing what the previous one committed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
@@ -32,7 +32,16 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from app.analytics.models import ALL, AnswerDay, AttemptDay, CheckDay, StepDay
+from app.analytics import counts
+from app.analytics.models import (
+    ALL,
+    AnswerDay,
+    AttemptDay,
+    CheckDay,
+    DayCount,
+    PassCount,
+    StepDay,
+)
 from app.learning.models import ProgressEvent
 from app.submissions.models import Submission
 
@@ -40,8 +49,13 @@ STEP_TYPES = ("step_seen", "step_completed", "position")
 EVENT_TYPES = (*STEP_TYPES, "quiz_answered")  # the progress events the rollups count
 JUDGED = ("pass", "fail")
 
+TABLES = tuple(
+    model.__tablename__ for model in (StepDay, AnswerDay, AttemptDay, CheckDay, DayCount, PassCount)
+)
+
 Bind = Session | Connection
 Keys = tuple[Any, ...]
+T = TypeVar("T")
 
 
 def utc_day(column: Any, dialect: str) -> Any:
@@ -190,8 +204,11 @@ def _dialect(bind: Bind) -> str:
 def refresh_events(
     session: Session, user_id: uuid.UUID, lesson_days: Iterable[tuple[str, date]]
 ) -> None:
-    """Recompute the learner's step and answer rows of these (lesson, day)s."""
+    """Recompute the learner's step and answer rows of these (lesson, day)s, and their
+    contributions to the lessons' counters."""
     dialect = _dialect(session)
+    lessons = sorted({lesson_id for lesson_id, _ in lesson_days})
+    before = {lesson_id: counts.of_lesson(session, user_id, lesson_id) for lesson_id in lessons}
     for lesson_id, day in sorted(set(lesson_days)):
         for model, source in ((StepDay, step_source), (AnswerDay, answer_source)):
             session.execute(
@@ -210,11 +227,17 @@ def refresh_events(
                     ProgressEvent.at < day_start(day + timedelta(days=1)),
                 ),
             )
+    for lesson_id in lessons:
+        counts.apply(
+            session, lesson_id, before[lesson_id], counts.of_lesson(session, user_id, lesson_id)
+        )
 
 
 def refresh_attempts(session: Session, user_id: uuid.UUID, exercise: str, day: date) -> None:
-    """Recompute the learner's attempt and check rows of this exercise and day."""
+    """Recompute the learner's attempt and check rows of this exercise and day, and their
+    contributions to the exercise's counters."""
     dialect = _dialect(session)
+    before = counts.of_exercise(session, user_id, exercise)
     for model, source in ((AttemptDay, attempt_source), (CheckDay, check_source)):
         session.execute(
             delete(_table(model)).where(
@@ -232,6 +255,21 @@ def refresh_attempts(session: Session, user_id: uuid.UUID, exercise: str, day: d
                 Submission.created_at < day_start(day + timedelta(days=1)),
             ),
         )
+    refreshed = counts.of_exercise(session, user_id, exercise)
+    counts.apply(session, counts.lesson_of(exercise), before, refreshed)
+
+
+def changing_draft(
+    session: Session, user_id: uuid.UUID, exercise: str, change: Callable[[], T]
+) -> T:
+    """Run `change` (a draft saved or deleted) and recompute the learner's exercise counters
+    it moves (a draft opens the exercise on the day it was last saved)."""
+    before = counts.of_exercise(session, user_id, exercise)
+    result = change()
+    session.flush()
+    refreshed = counts.of_exercise(session, user_id, exercise)
+    counts.apply(session, counts.lesson_of(exercise), before, refreshed)
+    return result
 
 
 def rebuild(bind: Bind) -> None:
@@ -245,3 +283,4 @@ def rebuild(bind: Bind) -> None:
     ):
         bind.execute(delete(_table(model)))
         _fill(bind, model, source(dialect))
+    counts.rebuild(bind)

@@ -209,9 +209,11 @@ def _exercises(
 ) -> list[ExerciseFigures]:
     opened_parts = dict(_fetch(session, window, repository.opened_counts))
     check_parts = dict(_fetch(session, window, repository.first_failing_checks))
+    failing_parts = dict(_fetch(session, window, repository.failing_counts))
     figures = []
     for row_locale, histogram in _fetch(session, window, repository.attempt_histogram):
         opened = _by_key(opened_parts.get(row_locale, []), "exercise")
+        failing = _by_key(failing_parts.get(row_locale, []), "exercise")
         for exercise in lesson.exercises:
             figures.append(
                 _exercise(
@@ -220,6 +222,7 @@ def _exercises(
                     row_locale,
                     _count(opened.get((exercise.id,)), "learners", k),
                     [row for row in histogram if row.exercise == exercise.id],
+                    failing.get((exercise.id,)),
                     [row for row in check_parts.get(row_locale, []) if row.exercise == exercise.id],
                     locale,
                     k,
@@ -234,6 +237,7 @@ def _exercise(
     row_locale: str | None,
     opened: Count,
     histogram: list[Any],
+    failing: Any,
     check_rows: list[Any],
     locale: str,
     k: int,
@@ -242,8 +246,8 @@ def _exercise(
         return sum(int(row.learners) for row in histogram if keep(row))
 
     passers = [row for row in histogram if row.judged_to_pass is not None]
-    failed = sum(int(row.failed_submissions or 0) for row in histogram)
-    failed_shown = cohort(learners(lambda row: bool(row.failed_any)), k) is not None
+    failed = int(failing.failed or 0) if failing is not None else 0
+    failed_shown = cohort(_count(failing, "learners", 1) or 0, k) is not None
     check_figures = []
     for row in sorted(check_rows, key=lambda row: (-int(row.submissions), row.check_id)):
         shown = cohort(int(row.learners), k) is not None

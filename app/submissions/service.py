@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.analytics import rollups
-from app.db import as_utc
+from app.db import as_utc, utcnow
 from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
@@ -181,7 +181,17 @@ def save_draft(
         stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
         if stored is not None and stored.code != code and _changed_since(stored, base_updated_at):
             raise DraftConflict()
-    return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
+    stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
+    if stored is not None and as_utc(stored.updated_at).date() == utcnow().date():
+        return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
+    # A new draft, or its first save of the day: it moves the analytics' "opened" counters.
+    repo.lock_learner(session, user_id=user_id)
+    return rollups.changing_draft(
+        session,
+        user_id,
+        exercise,
+        lambda: repo.put_draft(session, user_id=user_id, exercise=exercise, code=code),
+    )
 
 
 def _changed_since(draft: Draft, base: datetime) -> bool:
@@ -193,7 +203,13 @@ def _changed_since(draft: Draft, base: datetime) -> bool:
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
-    repo.delete_draft(session, user_id=user_id, exercise=exercise)
+    repo.lock_learner(session, user_id=user_id)
+    rollups.changing_draft(
+        session,
+        user_id,
+        exercise,
+        lambda: repo.delete_draft(session, user_id=user_id, exercise=exercise),
+    )
 
 
 def queued_job_ids(session: Session, user_id: uuid.UUID) -> list[int]:

@@ -1,6 +1,6 @@
-"""Instructor analytics rollups: per (item, learner, locale, UTC day), what the report reads
-instead of every event and submission (see app/analytics/models.py), filled here from the rows
-already stored.
+"""Instructor analytics rollups: per (item, learner, locale, UTC day), what each learner did,
+and the counters summed across learners that the report reads instead of every event and
+submission (see app/analytics/models.py), filled here from the rows already stored.
 
 The backfill runs the same INSERT ... SELECT the app keeps the rollups with
 (`app.analytics.rollups.rebuild`): it reads only columns that exist at this revision
@@ -23,6 +23,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 TABLES = (
+    "analytics_pass_counts",
+    "analytics_day_counts",
     "analytics_check_days",
     "analytics_attempt_days",
     "analytics_answer_days",
@@ -85,6 +87,30 @@ def upgrade() -> None:
         _learner(),
         sa.Column("day", sa.Date(), primary_key=True),
         sa.Column("failed", sa.Integer(), nullable=False),
+    )
+    op.create_table(
+        "analytics_day_counts",
+        sa.Column("lesson_id", sa.String(100), primary_key=True),
+        sa.Column("scope", sa.String(16), primary_key=True),
+        sa.Column("locale", sa.String(16), primary_key=True),
+        sa.Column("item", sa.String(200), primary_key=True),
+        sa.Column("detail", sa.String(100), primary_key=True),
+        sa.Column("day", sa.Date(), primary_key=True),
+        sa.Column("prev_day", sa.Date(), primary_key=True),
+        sa.Column("flag", sa.Integer(), primary_key=True),
+        sa.Column("learners", sa.Integer(), nullable=False),
+        sa.Column("amount", sa.Integer(), nullable=False),
+    )
+    op.create_table(
+        "analytics_pass_counts",
+        sa.Column("exercise", sa.String(200), primary_key=True),
+        sa.Column("locale", sa.String(16), primary_key=True),
+        sa.Column("day", sa.Date(), primary_key=True),
+        sa.Column("prev_day", sa.Date(), primary_key=True),
+        sa.Column("pass_day", sa.Date(), primary_key=True),
+        sa.Column("judged_to_pass", sa.Integer(), primary_key=True),
+        sa.Column("minutes_to_pass", sa.Integer(), primary_key=True),
+        sa.Column("learners", sa.Integer(), nullable=False),
     )
     from app.analytics import rollups
 
