@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from datetime import date, datetime
 
-from sqlalchemy import Date, ForeignKey, Integer, String
+from sqlalchemy import Date, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -32,6 +32,8 @@ class StepDay(Base):
     """A learner reached a step (a step event) on a day; `completed`: one was step_completed."""
 
     __tablename__ = "analytics_step_days"
+    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    __table_args__ = (Index("ix_analytics_step_days_user", "user_id", "lesson_id"),)
 
     lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     locale: Mapped[str] = mapped_column(String(16), primary_key=True)
@@ -46,6 +48,8 @@ class AnswerDay(Base):
     the first of them that was right (None: none was)."""
 
     __tablename__ = "analytics_answer_days"
+    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    __table_args__ = (Index("ix_analytics_answer_days_user", "user_id", "lesson_id"),)
 
     lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     locale: Mapped[str] = mapped_column(String(16), primary_key=True)
@@ -64,6 +68,8 @@ class AttemptDay(Base):
     """
 
     __tablename__ = "analytics_attempt_days"
+    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    __table_args__ = (Index("ix_analytics_attempt_days_user", "user_id", "exercise"),)
 
     exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
     locale: Mapped[str] = mapped_column(String(16), primary_key=True)
@@ -82,6 +88,8 @@ class CheckDay(Base):
     `check_id` ('' for a failed Result without a failed check)."""
 
     __tablename__ = "analytics_check_days"
+    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    __table_args__ = (Index("ix_analytics_check_days_user", "user_id", "exercise"),)
 
     exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
     locale: Mapped[str] = mapped_column(String(16), primary_key=True)

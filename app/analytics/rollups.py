@@ -11,6 +11,7 @@ after the other, each seeing what the previous one committed.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
@@ -43,7 +44,7 @@ from app.analytics.models import (
     StepDay,
 )
 from app.learning.models import ProgressEvent
-from app.submissions.models import Submission
+from app.submissions.models import Draft, Submission
 
 STEP_TYPES = ("step_seen", "step_completed", "position")
 EVENT_TYPES = (*STEP_TYPES, "quiz_answered")  # the progress events the rollups count
@@ -284,3 +285,27 @@ def rebuild(bind: Bind) -> None:
         bind.execute(delete(_table(model)))
         _fill(bind, model, source(dialect))
     counts.rebuild(bind)
+
+
+def forget_learner(session: Session, user_id: uuid.UUID) -> None:
+    """Take a learner's contributions off the counters before their account is deleted (their
+    own rollup rows go with it, ON DELETE CASCADE). Their user row is locked first: no write of
+    theirs comes in between."""
+    from app.auth.models import User
+
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+    lessons = {
+        *session.scalars(select(StepDay.lesson_id).where(StepDay.user_id == user_id)),
+        *session.scalars(select(AnswerDay.lesson_id).where(AnswerDay.user_id == user_id)),
+    }
+    for lesson_id in sorted(lessons):
+        before = counts.of_lesson(session, user_id, lesson_id)
+        counts.apply(session, lesson_id, before, (Counter(), Counter()))
+    exercises = {
+        *session.scalars(select(AttemptDay.exercise).where(AttemptDay.user_id == user_id)),
+        *session.scalars(select(Draft.exercise).where(Draft.user_id == user_id)),
+    }
+    for exercise in sorted(exercises):
+        contributed = counts.of_exercise(session, user_id, exercise)
+        empty: tuple[counts.Tally, ...] = (Counter(), Counter(), Counter())
+        counts.apply(session, counts.lesson_of(exercise), contributed, empty)

@@ -182,15 +182,16 @@ def save_draft(
         if stored is not None and stored.code != code and _changed_since(stored, base_updated_at):
             raise DraftConflict()
     stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
-    if stored is not None and as_utc(stored.updated_at).date() == utcnow().date():
-        return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code)
+    now = utcnow()
+    if stored is not None and as_utc(stored.updated_at).date() == now.date():
+        return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now)
     # A new draft, or its first save of the day: it moves the analytics' "opened" counters.
     repo.lock_learner(session, user_id=user_id)
     return rollups.changing_draft(
         session,
         user_id,
         exercise,
-        lambda: repo.put_draft(session, user_id=user_id, exercise=exercise, code=code),
+        lambda: repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now),
     )
 
 

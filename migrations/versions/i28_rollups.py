@@ -112,6 +112,13 @@ def upgrade() -> None:
         sa.Column("minutes_to_pass", sa.Integer(), primary_key=True),
         sa.Column("learners", sa.Integer(), nullable=False),
     )
+    for table, column in (
+        ("analytics_step_days", "lesson_id"),
+        ("analytics_answer_days", "lesson_id"),
+        ("analytics_attempt_days", "exercise"),
+        ("analytics_check_days", "exercise"),
+    ):
+        op.create_index(f"ix_{table}_user", table, ["user_id", column])
     from app.analytics import rollups
 
     rollups.rebuild(op.get_bind())

@@ -15,12 +15,13 @@ from sqlalchemy.orm import Session
 
 from app.analytics import rollups, service
 from app.analytics.models import AnswerDay, AttemptDay, CheckDay, DayCount, PassCount, StepDay
+from app.auth import lifecycle
 from app.auth.models import User
 from app.submissions import jobs
 from app.submissions import service as submissions
 from app.submissions.models import QUEUED, Submission
 from tests.analytics.conftest import EXERCISE, LESSON, _result
-from tests.auth.factories import create_user
+from tests.auth.factories import PASSWORD, create_user
 from tests.content.conftest import FIXTURE_LESSONS
 
 DAY = datetime(2026, 11, 10, 10, 0, tzinfo=UTC)
@@ -141,5 +142,24 @@ def test_rebuilding_from_the_source_rows_gives_the_rows_kept_in_step(
     kept = rows(session)
     assert all(kept.values())
     assert len(kept["analytics_attempt_days"]) == 2 * 8  # each learner who submitted, twice
+    rollups.rebuild(session)
+    assert rows(session) == kept
+
+
+def test_a_deleted_account_leaves_the_counters(session: Session, seeded: dict[str, User]) -> None:
+    """L2 (English: three steps, two answers, four submissions and a pass) deletes their
+    account: no figure counts them any more, and the counters equal a rebuild without them."""
+    before = service.report(session, lesson_id=LESSON, locale="en", min_cohort=1)
+    lifecycle.delete_account(session, seeded["L2"], password=PASSWORD)
+    session.flush()
+    after = service.report(session, lesson_id=LESSON, locale="en", min_cohort=1)
+    assert [(s.reached, s.completed) for s in after.steps] == [
+        (s.reached - 1, s.completed - (s.step_id != "three"))
+        for s in before.steps  # type: ignore[operator]
+    ]
+    old, new = before.exercises[0], after.exercises[0]
+    assert (new.opened, new.submitted, new.passed) == (7, 7, 5)
+    assert new.failed_submissions == old.failed_submissions - 2  # type: ignore[operator]
+    kept = rows(session)
     rollups.rebuild(session)
     assert rows(session) == kept
