@@ -3,9 +3,11 @@
 Each rollup row is recomputed from the source rows of its learner, item and day by one
 INSERT ... SELECT (the same SELECT that `rebuild` runs over every row, so what is kept
 incrementally and what a backfill makes cannot differ): after new progress events
-(`refresh_events`), a new submission and a graded one (`refresh_attempts`). The caller holds the
-learner's lock (their progress cursor, or their user row), so one learner's refreshes run one
-after the other, each seeing what the previous one committed.
+(`refresh_events`), a new submission and a graded one (`refresh_attempts`), a draft saved on a
+new day or deleted (`changing_draft`); each refresh then replaces the learner's contributions to
+the counters the report reads (`app.analytics.counts`). The caller holds the learner's lock
+(their progress cursor, or their user row), so one learner's refreshes run one after the other,
+each seeing what the previous one committed.
 """
 
 from __future__ import annotations
