@@ -163,3 +163,17 @@ def test_a_deleted_account_leaves_the_counters(session: Session, seeded: dict[st
     kept = rows(session)
     rollups.rebuild(session)
     assert rows(session) == kept
+
+
+def test_a_draft_opens_the_exercise_until_it_is_deleted(session: Session, lessons: None) -> None:
+    user = create_user(session, email="w@example.org", name="W")
+    submissions.save_draft(session, user_id=user.id, exercise=EXERCISE, code="import torch")
+    submissions.save_draft(session, user_id=user.id, exercise=EXERCISE, code="import os")
+    split = exercise(session, by_locale=True)
+    assert (split[None]["opened"], split[None]["submitted"]) == (1, 0)
+    kept = rows(session)
+    rollups.rebuild(session)
+    assert rows(session) == kept
+    submissions.delete_draft(session, user_id=user.id, exercise=EXERCISE)
+    assert exercise(session)[None]["opened"] == 0
+    assert rows(session)["analytics_day_counts"] == []
