@@ -10,14 +10,14 @@ group of learners can be singled out. No FastAPI imports.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
-from datetime import datetime
+from datetime import date, datetime, time
 from functools import cache
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.analytics import repository
+from app.analytics.models import ALL
 from app.analytics.repository import Window
 from app.analytics.schemas import (
     AnalyticsReport,
@@ -31,6 +31,7 @@ from app.analytics.schemas import (
 )
 from app.content import service as content
 from app.content.localized import LocalizedLesson
+from app.db import as_utc
 from app.errors import N_
 from app.i18n import translate
 from grader.i18n import render
@@ -70,14 +71,16 @@ def report(
     until: datetime | None = None,
     by_locale: bool = False,
 ) -> AnalyticsReport:
-    """Raises content.ContentNotFound for a lesson that does not exist (or is broken)."""
+    """Raises content.ContentNotFound for a lesson that does not exist (or is broken).
+    `since` and `until` bound [since, until) and must be midnights UTC: the figures count
+    whole UTC days."""
     lesson = content.localized_lesson(lesson_id, locale)
     repository.tune(session)
     window = Window(
         lesson_id=lesson_id,
         exercises=tuple(exercise.id for exercise in lesson.exercises),
-        since=since,
-        until=until,
+        since=whole_day(since),
+        until=whole_day(until),
         by_locale=by_locale,
     )
     return AnalyticsReport(
@@ -97,16 +100,25 @@ def report(
 Query = Callable[[Session, Window], Sequence[Any]]
 
 
+def whole_day(moment: datetime | None) -> date | None:
+    """The UTC day that starts at `moment`: the analytics count whole days (their rollups are
+    per day), so a bound must be a midnight UTC."""
+    if moment is None:
+        return None
+    day = as_utc(moment)
+    if day.time() != time():
+        raise ValueError(f"the analytics count whole UTC days: {moment} is not a midnight UTC")
+    return day.date()
+
+
 def _fetch(session: Session, window: Window, query: Query) -> list[tuple[str | None, list[Any]]]:
-    """(None, every row) for the totals, then, split by locale, (locale, its rows) for each
-    locale present. A learner who changed language counts once in each locale, so the totals
-    come from their own grouping."""
-    total = list(query(session, replace(window, by_locale=False)))
-    parts: list[tuple[str | None, list[Any]]] = [(None, total)]
-    if window.by_locale:
-        split = query(session, window)
-        for locale in sorted({row.locale for row in split}):
-            parts.append((locale, [row for row in split if row.locale == locale]))
+    """(None, the totals' rows), then, split by locale, (locale, its rows) for each locale
+    present, from one query: the totals are the rollups' own ALL rows (a learner who changed
+    language counts once in each locale, and once in the totals)."""
+    rows = query(session, window)
+    parts: list[tuple[str | None, list[Any]]] = [(None, [row for row in rows if row.locale == ALL])]
+    for locale in sorted({row.locale for row in rows} - {ALL}):
+        parts.append((locale, [row for row in rows if row.locale == locale]))
     return parts
 
 
@@ -197,9 +209,11 @@ def _exercises(
 ) -> list[ExerciseFigures]:
     opened_parts = dict(_fetch(session, window, repository.opened_counts))
     check_parts = dict(_fetch(session, window, repository.first_failing_checks))
+    failing_parts = dict(_fetch(session, window, repository.failing_counts))
     figures = []
     for row_locale, histogram in _fetch(session, window, repository.attempt_histogram):
         opened = _by_key(opened_parts.get(row_locale, []), "exercise")
+        failing = _by_key(failing_parts.get(row_locale, []), "exercise")
         for exercise in lesson.exercises:
             figures.append(
                 _exercise(
@@ -208,6 +222,7 @@ def _exercises(
                     row_locale,
                     _count(opened.get((exercise.id,)), "learners", k),
                     [row for row in histogram if row.exercise == exercise.id],
+                    failing.get((exercise.id,)),
                     [row for row in check_parts.get(row_locale, []) if row.exercise == exercise.id],
                     locale,
                     k,
@@ -222,6 +237,7 @@ def _exercise(
     row_locale: str | None,
     opened: Count,
     histogram: list[Any],
+    failing: Any,
     check_rows: list[Any],
     locale: str,
     k: int,
@@ -230,8 +246,8 @@ def _exercise(
         return sum(int(row.learners) for row in histogram if keep(row))
 
     passers = [row for row in histogram if row.judged_to_pass is not None]
-    failed = sum(int(row.failed_submissions or 0) for row in histogram)
-    failed_shown = cohort(learners(lambda row: bool(row.failed_any)), k) is not None
+    failed = int(failing.failed or 0) if failing is not None else 0
+    failed_shown = cohort(_count(failing, "learners", 1) or 0, k) is not None
     check_figures = []
     for row in sorted(check_rows, key=lambda row: (-int(row.submissions), row.check_id)):
         shown = cohort(int(row.learners), k) is not None

@@ -57,6 +57,9 @@ def delete_account(session: Session, user: User, *, password: str) -> None:
     """The account and all its personal data, confirmed with the password."""
     if not security.verify_password(user.password_hash, password):
         raise WrongPassword()
+    from app.analytics import rollups  # the instructors' counters must not count them any more
+
+    rollups.forget_learner(session, user.id)
     repository.delete_user(session, user)
 
 

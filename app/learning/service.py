@@ -15,8 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
+from app.analytics import rollups
 from app.content import service as content
 from app.content.loader import Catalog
+from app.db import as_utc
 from app.learning import repository
 from app.learning.merge import (
     LessonState,
@@ -183,6 +185,16 @@ def _store_and_merge(
         by_lesson[event.lesson_id].append(event)
     cursor = repository.lock_cursor(session, user_id)
     _merge_into_lessons(session, cursor, user_id, by_lesson, now)
+    # Under the cursor's lock: one learner's rollups are recomputed one batch at a time.
+    rollups.refresh_events(
+        session,
+        user_id,
+        {
+            (event.lesson_id, as_utc(event.at).date())
+            for event in (accepted[client_id] for client_id in new_ids)
+            if event.type in rollups.EVENT_TYPES
+        },
+    )
     return rejected, cursor.version
 
 

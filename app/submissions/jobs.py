@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.db import utcnow
+from app.analytics import rollups
+from app.db import as_utc, utcnow
 from app.submissions import repository as repo
 from app.submissions.exercises import SpecLookup
 from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission
@@ -148,6 +149,11 @@ def complete(
         != 1
     ):
         return False
+    # The analytics rollups of the learner's day, recomputed under their lock (one at a time).
+    repo.lock_learner(session, user_id=submission.user_id)
+    rollups.refresh_attempts(
+        session, submission.user_id, submission.exercise, as_utc(submission.created_at).date()
+    )
     repo.add_event(
         session,
         submission_id=submission_id,

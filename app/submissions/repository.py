@@ -248,14 +248,16 @@ def get_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> Draft |
     return session.get(Draft, (user_id, exercise))
 
 
-def put_draft(session: Session, *, user_id: uuid.UUID, exercise: str, code: str) -> Draft:
+def put_draft(
+    session: Session, *, user_id: uuid.UUID, exercise: str, code: str, now: datetime | None = None
+) -> Draft:
     draft = get_draft(session, user_id=user_id, exercise=exercise)
     if draft is None:
-        draft = Draft(user_id=user_id, exercise=exercise, code=code)
+        draft = Draft(user_id=user_id, exercise=exercise, code=code, updated_at=now or utcnow())
         session.add(draft)
     else:
         draft.code = code
-        draft.updated_at = utcnow()
+        draft.updated_at = now or utcnow()
     session.flush()
     return draft
 

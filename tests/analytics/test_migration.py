@@ -74,3 +74,66 @@ def test_graded_submissions_get_their_verdict_and_first_failed_check(empty_url: 
         ]
     command.downgrade(config, "0006")
     engine.dispose()
+
+
+def test_the_rollups_are_backfilled_from_the_rows_already_stored(empty_url: str) -> None:
+    """Migration i28_rollups fills the day rollups from the events and submissions stored
+    before it: each row under its locale and under ALL ('*')."""
+    config = alembic_config(empty_url)
+    command.upgrade(config, "i28_analytics")
+    engine = create_engine(empty_url)
+    sqlite = empty_url.startswith("sqlite")
+    user_id = uuid.uuid4().hex if sqlite else str(uuid.uuid4())
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO users (id, email, display_name, password_hash, role, created_at) "
+                "VALUES (:id, 'r@example.org', 'R', 'x', 'learner', CURRENT_TIMESTAMP)"
+            ),
+            {"id": user_id},
+        )
+        for verdict, at in [("fail", "2026-11-02 09:00:00"), ("pass", "2026-11-02 09:05:00")]:
+            conn.execute(
+                text(
+                    "INSERT INTO submissions (id, user_id, exercise, code, locale, status, "
+                    "verdict, first_failed_check, attempts, created_at) VALUES (:id, :user, "
+                    "'a/b', '#', 'tr', 'done', :verdict, :check, 1, :at)"
+                ),
+                {
+                    "id": uuid.uuid4().hex if sqlite else str(uuid.uuid4()),
+                    "user": user_id,
+                    "verdict": verdict,
+                    "check": "run.completed" if verdict == "fail" else None,
+                    "at": at if sqlite else at + "+00",
+                },
+            )
+        conn.execute(
+            text(
+                "INSERT INTO progress_events (user_id, client_id, type, lesson_id, at, payload, "
+                "locale, received_at) VALUES (:user, 'e1', 'step_completed', 'a', :at, :payload, "
+                "NULL, CURRENT_TIMESTAMP)"
+            ),
+            {
+                "user": user_id,
+                "at": "2026-11-02 08:00:00" if sqlite else "2026-11-02 08:00:00+00",
+                "payload": json.dumps({"step_id": "one"}),
+            },
+        )
+    command.upgrade(config, "head")
+    with engine.connect() as conn:
+        attempts = conn.execute(
+            text(
+                "SELECT locale, submissions, judged, failed, judged_to_pass "
+                "FROM analytics_attempt_days ORDER BY locale"
+            )
+        ).all()
+        assert [tuple(row) for row in attempts] == [("*", 2, 2, 1, 2), ("tr", 2, 2, 1, 2)]
+        checks = conn.execute(text("SELECT locale, check_id, failed FROM analytics_check_days"))
+        assert sorted(tuple(row) for row in checks) == [
+            ("*", "run.completed", 1),
+            ("tr", "run.completed", 1),
+        ]
+        steps = conn.execute(text("SELECT locale, step_id, completed FROM analytics_step_days"))
+        assert sorted(tuple(row) for row in steps) == [("", "one", 1), ("*", "one", 1)]
+    command.downgrade(config, "i28_analytics")
+    engine.dispose()
