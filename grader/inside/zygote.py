@@ -100,7 +100,13 @@ def fork_zygote() -> Zygote | None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes (the sandbox's pids limit): the ranks start cold
+        log.warning("could not fork a zygote: each rank starts cold", exc_info=True)
+        ours.close()
+        theirs.close()
+        return None
     if pid == 0:
         ours.close()
         _zygote_main(theirs)
@@ -279,7 +285,11 @@ def _serve(control: socket.socket) -> None:
             open_ = False
             continue
         message, fds = got
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # out of processes: the server answers "cold", the shim execs the rank
+            close_all(fds)
+            continue
         if pid == 0:
             control.close()
             for other in children.values():
