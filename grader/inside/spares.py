@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.inside.rank_shim import COLD, SERVED, STATUS
-from grader.inside.zygote import ForkedRank, Zygote, close_all, receive
+from grader.inside.zygote import ForkedRank, Zygote, close_all, receive, take_over
 from grader.launch.wire import SpareHandover
 
 log = logging.getLogger(__name__)
@@ -171,16 +171,7 @@ def ready_and_receive() -> list[str] | None:
         sock.close()
     if got is None:
         return None
-    message, fds = got
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.chdir(message.cwd)
-    os.environ.clear()
-    os.environ.update(message.env)
-    argv = list(message.argv)
-    sys.orig_argv[:] = argv
-    return argv
+    return take_over(*got)
 
 
 def rank_command(python: str) -> list[str]:

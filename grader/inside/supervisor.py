@@ -386,8 +386,7 @@ def main(argv: list[str]) -> int:
         from grader.inside.multinode import start_node_spares
 
         node_spares = start_node_spares(nodes, per_node)  # their imports run beside ours
-        import torch.distributed.launcher.api
-    elif not fork:
+    if nodes > 1 or not fork:  # no zygote of ours: the launcher alone
         import torch.distributed.launcher.api  # noqa: F401
     else:
         preload()

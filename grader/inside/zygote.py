@@ -233,6 +233,20 @@ def receive(sock: socket.socket, nfds: int = 3) -> tuple[SpareHandover, list[int
     return message, fds
 
 
+def take_over(message: SpareHandover, fds: list[int]) -> list[str]:
+    """Become the process a hand-over describes: its descriptors 0, 1 and 2 (`fds`, closed after),
+    its cwd, its whole environment (ours is cleared) and `sys.orig_argv`. Its argv."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(message.cwd)
+    os.environ.clear()
+    os.environ.update(message.env)
+    argv = list(message.argv)
+    sys.orig_argv[:] = argv
+    return argv
+
+
 def close_all(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
@@ -311,9 +325,8 @@ def _reap(children: dict[int, socket.socket]) -> None:
         sock = children.pop(pid, None)
         if sock is None:
             continue
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
-        with contextlib.suppress(OSError):
-            sock.sendall(PID.pack(b"X", code))
+        with contextlib.suppress(OSError):  # -N for death by signal N, as Popen.returncode
+            sock.sendall(PID.pack(b"X", os.waitstatus_to_exitcode(status)))
         with contextlib.suppress(OSError):
             sock.close()
 
@@ -326,14 +339,7 @@ def _become_rank(message: SpareHandover, fds: list[int]) -> NoReturn:
         reply = socket.socket(fileno=fds[3])
         reply.sendall(PID.pack(b"P", os.getpid()))
         reply.close()
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(message.cwd)
-        os.environ.clear()
-        os.environ.update(message.env)
-        argv = list(message.argv)
-        sys.orig_argv[:] = argv
+        argv = take_over(message, fds[:3])
         _fresh_process_state()
         code = RUN_RANK(argv)
     except SystemExit as exc:
