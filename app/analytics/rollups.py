@@ -204,31 +204,39 @@ def _dialect(bind: Bind) -> str:
     return bind.get_bind().dialect.name if isinstance(bind, Session) else bind.dialect.name
 
 
+def _replace_day(
+    session: Session,
+    model: Any,
+    source: Callable[..., Any],
+    day: date,
+    rows: tuple[Any, ...],
+    picked: tuple[Any, ...],
+    at: Any,
+) -> None:
+    """One learner's rows of `model` for one item and `day` (`rows`: which), recomputed from
+    `source` restricted to the same item and learner (`picked`) and to that day of `at`."""
+    session.execute(delete(_table(model)).where(*rows, model.day == day))
+    between = (at >= day_start(day), at < day_start(day + timedelta(days=1)))
+    _fill(session, model, source(_dialect(session), *picked, *between))
+
+
 def refresh_events(
     session: Session, user_id: uuid.UUID, lesson_days: Iterable[tuple[str, date]]
 ) -> None:
     """Recompute the learner's step and answer rows of these (lesson, day)s, and their
     contributions to the lessons' counters."""
-    dialect = _dialect(session)
     lessons = sorted({lesson_id for lesson_id, _ in lesson_days})
     before = {lesson_id: counts.of_lesson(session, user_id, lesson_id) for lesson_id in lessons}
     for lesson_id, day in sorted(set(lesson_days)):
         for model, source in ((StepDay, step_source), (AnswerDay, answer_source)):
-            session.execute(
-                delete(_table(model)).where(
-                    model.lesson_id == lesson_id, model.user_id == user_id, model.day == day
-                )
-            )
-            _fill(
+            _replace_day(
                 session,
                 model,
-                source(
-                    dialect,
-                    ProgressEvent.lesson_id == lesson_id,
-                    ProgressEvent.user_id == user_id,
-                    ProgressEvent.at >= day_start(day),
-                    ProgressEvent.at < day_start(day + timedelta(days=1)),
-                ),
+                source,
+                day,
+                (model.lesson_id == lesson_id, model.user_id == user_id),
+                (ProgressEvent.lesson_id == lesson_id, ProgressEvent.user_id == user_id),
+                ProgressEvent.at,
             )
     for lesson_id in lessons:
         counts.apply(
@@ -239,24 +247,16 @@ def refresh_events(
 def refresh_attempts(session: Session, user_id: uuid.UUID, exercise: str, day: date) -> None:
     """Recompute the learner's attempt and check rows of this exercise and day, and their
     contributions to the exercise's counters."""
-    dialect = _dialect(session)
     before = counts.of_exercise(session, user_id, exercise)
     for model, source in ((AttemptDay, attempt_source), (CheckDay, check_source)):
-        session.execute(
-            delete(_table(model)).where(
-                model.exercise == exercise, model.user_id == user_id, model.day == day
-            )
-        )
-        _fill(
+        _replace_day(
             session,
             model,
-            source(
-                dialect,
-                Submission.exercise == exercise,
-                Submission.user_id == user_id,
-                Submission.created_at >= day_start(day),
-                Submission.created_at < day_start(day + timedelta(days=1)),
-            ),
+            source,
+            day,
+            (model.exercise == exercise, model.user_id == user_id),
+            (Submission.exercise == exercise, Submission.user_id == user_id),
+            Submission.created_at,
         )
     refreshed = counts.of_exercise(session, user_id, exercise)
     counts.apply(session, counts.lesson_of(exercise), before, refreshed)
