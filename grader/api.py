@@ -2,11 +2,13 @@
 calls it, and `prewarm`/`hint_exercise` with the pool it owns; what else the app may import of
 the grader: docs/architecture.md, "The app/grader boundary").
 
-Plan: the launches of `launch.plan.plan_launches`. Run: each in order, in a fresh sandbox and job
-dir (`launch.host.run_launch`); a program that cannot run to the end at one world size
-(`run.completed` fails) gets no other. Judge (`grader.judge`): a check fails overall if it failed
-in any judged launch; it is skipped if it was skipped in all of them. A failure of the harness in
-any launch ends the grading as a platform `error`. The whole path: docs/architecture.md.
+Plan: the launches of `launch.plan.plan_launches`. Run: each in a fresh sandbox and job dir
+(`launch.host.run_launch`), those that build on no other overlapping (`launch.schedule`), handed
+back and judged in plan order; a program that cannot run to the end at one world size
+(`run.completed` fails) gets no other (a launch already running for it is stopped). Judge
+(`grader.judge`): a check fails overall if it failed in any judged launch; it is skipped if it
+was skipped in all of them. A failure of the harness in any launch ends the grading as a
+platform `error`. The whole path: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -26,7 +29,8 @@ from grader.i18n import msg
 from grader.judge import JudgedRun
 from grader.launch.faults import place_faults
 from grader.launch.host import prewarm_for, run_launch
-from grader.launch.plan import plan_launches
+from grader.launch.plan import Launch, plan_launches
+from grader.launch.schedule import LaunchRunner, needs, parallel_launches
 from grader.sandbox.base import SandboxUnavailable
 from grader.sandbox.choose import get_sandbox
 from grader.sandbox.pool import Pool
@@ -92,7 +96,7 @@ def _grade(
     except (SandboxUnavailable, ValueError, ImportError) as exc:
         return Result.platform_error(_no_sandbox(exc))
     runs: list[JudgedRun] = []
-    run_ms = checks_ms = 0
+    checks_ms = 0
     first_start_ms = int((time.monotonic() - started) * 1000)
     emit(GradeEvent(kind="status", data={"status": "running"}))
     views: list[RunView] = []
@@ -103,36 +107,53 @@ def _grade(
     # the directory goes when this function returns or raises (TemporaryDirectory's finalizer).
     carried = tempfile.TemporaryDirectory(prefix="rdv-carry-") if job.spec.launch.resume else None
     carry = Path(carried.name) if carried is not None else None
-    # Run, each launch judged as it ends.
-    for index, launch in enumerate(launches):
-        emit(launch_event(launches, index))
+
+    # Run, each launch judged in plan order as it ends; independent launches overlap.
+    def before_start(index: int) -> None:
+        launch = launches[index]
         if launch.faults and launch.reference is not None:
-            # Placed from what the program did in its uninterrupted run, launched first.
+            # Placed from what the program did in its uninterrupted run, back before this starts.
             launch.faults = place_faults(launch.faults, views[launch.reference])
-        t0 = time.monotonic()
-        try:
-            view, _ = run_launch(job, launch, sandbox, tag_launch(emit, index + 1), pool, carry)
-        except SandboxUnavailable as exc:
-            return Result.platform_error(_no_sandbox(exc))
-        run_ms += int((time.monotonic() - t0) * 1000)
-        views.append(view)
-        if view.platform_error:
-            return Result.platform_error(view.platform_error)
-        harness_error = judge.harness_failure(job, view)
-        if harness_error:
-            return Result.platform_error(harness_error)
-        if launch.reference is not None:
-            view.reference = views[launch.reference]
-        if carry is not None and index:
-            view.resumed_from = views[index - 1]
-        if not launch.judged:
-            continue
-        t1 = time.monotonic()
-        runs.append(judge.JudgedRun(launch, view, judge.evaluate_all(job, view)))
-        checks_ms += int((time.monotonic() - t1) * 1000)
-        completed = runs[-1].outcomes.get("run.completed")
-        if completed is not None and completed.status == "fail":
-            break  # a program that cannot run to the end here gets no other world size
+
+    def run_one(index: int, launch: Launch, sink: EventSink, cancel: threading.Event) -> RunView:
+        sink(launch_event(launches, index))
+        return run_launch(job, launch, sandbox, tag_launch(sink, index + 1), pool, carry, cancel)[0]
+
+    runner = LaunchRunner(
+        launches,
+        run_one,
+        emit,
+        parallel=parallel_launches(),
+        waits_for=needs(launches, job.spec.launch.resume),
+        before_start=before_start,
+    )
+    t0 = time.monotonic()
+    try:
+        with contextlib.closing(runner.views()) as launched:
+            for index, view in launched:
+                launch = launches[index]
+                views.append(view)
+                if view.platform_error:
+                    return Result.platform_error(view.platform_error)
+                harness_error = judge.harness_failure(job, view)
+                if harness_error:
+                    return Result.platform_error(harness_error)
+                if launch.reference is not None:
+                    view.reference = views[launch.reference]
+                if carry is not None and index:
+                    view.resumed_from = views[index - 1]
+                if not launch.judged:
+                    continue
+                t1 = time.monotonic()
+                runs.append(judge.JudgedRun(launch, view, judge.evaluate_all(job, view)))
+                checks_ms += int((time.monotonic() - t1) * 1000)
+                completed = runs[-1].outcomes.get("run.completed")
+                if completed is not None and completed.status == "fail":
+                    runner.stop(index)  # a program that cannot run to the end here gets no other
+                    break
+    except SandboxUnavailable as exc:
+        return Result.platform_error(_no_sandbox(exc))
+    run_ms = int((time.monotonic() - t0) * 1000) - checks_ms
     # Judge: the runs again knowing each other, the checks combined, the Result.
     t1 = time.monotonic()
     runs = judge.with_siblings(job, runs)

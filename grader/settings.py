@@ -7,6 +7,7 @@
 | RDV_GPUS                  | the /dev/nvidiaN found    | GPUs this worker may use, e.g. 0,1       |
 | RDV_WARM_POOL             | a core each, 2 to 4 (1)   | sandboxes started ahead; 0: all cold     |
 | RDV_WARM_IDLE_S           | 600                       | seconds before an unused one is replaced |
+| RDV_PARALLEL_LAUNCHES     | by the cores (3)          | launches of one grading at once          |
 | RDV_SANDBOX_UID_BASE      | 3900000                   | bwrap as root: the first uid of jobs     |
 | RDV_SANDBOX_SLOTS         | 256                       | bwrap as root: how many uids             |
 | RDV_SANDBOX_STATE_DIR     | /run/rdv-sandbox          | bwrap as root: the uid slots' locks      |
@@ -19,6 +20,7 @@ Each is the field of `GraderSettings` named like the variable without `RDV_`, in
 (1) One warm sandbox per core, at least 2, at most 4, within a quarter of the free memory.
 (2) With docker, a path the engine sees as well. The worker's flags `--sandbox`, `--gpus` and
 `--dsn` override `RDV_SANDBOX`, `RDV_GPUS` and `RDV_QUEUE_URL`.
+(3) One on a single core, 2 on 2 to 5 cores, one more per 4 cores beyond (grader.launch.schedule).
 
 `settings()` is the process's settings, read on first use; an entry point (`python -m
 grader.worker`, `python -m grader.heartbeat`) reads them as it starts with `load()`, and a worker's
@@ -47,6 +49,7 @@ ENV = {
     "gpus": "RDV_GPUS",
     "warm_pool": "RDV_WARM_POOL",
     "warm_idle_s": "RDV_WARM_IDLE_S",
+    "parallel_launches": "RDV_PARALLEL_LAUNCHES",
     "sandbox_uid_base": "RDV_SANDBOX_UID_BASE",
     "sandbox_slots": "RDV_SANDBOX_SLOTS",
     "sandbox_state_dir": "RDV_SANDBOX_STATE_DIR",
@@ -65,6 +68,7 @@ class GraderSettings:
     gpus: tuple[int, ...] | None = None
     warm_pool: int | None = None
     warm_idle_s: float = 600.0
+    parallel_launches: int | None = None
     sandbox_uid_base: int = 3900000
     sandbox_slots: int = 256
     sandbox_state_dir: Path = Path("/run/rdv-sandbox")
@@ -98,6 +102,8 @@ class GraderSettings:
                 log.warning("%s=%r is not a number; using the default", ENV["warm_pool"], pool)
         if (idle := get("warm_idle_s")) is not None:
             changes["warm_idle_s"] = _number(float, "warm_idle_s", idle)
+        if (parallel := get("parallel_launches")) is not None:
+            changes["parallel_launches"] = max(1, _number(int, "parallel_launches", parallel))
         for field in ("sandbox_uid_base", "sandbox_slots"):
             if (value := get(field)) is not None:
                 changes[field] = _number(int, field, value)

@@ -13,6 +13,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,10 @@ WARM_RERUN_LOG = (
     "running it again cold: %s"
 )
 KILLED_EXIT = 128 + 9  # SIGKILL
+# What a launch cancelled before any sandbox took it "ran" (its view is never judged).
+CANCELLED = SandboxOutcome(
+    exit_code=None, timed_out=True, oom_killed=False, duration_s=0.0, output="", sandbox="none"
+)
 
 
 def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict[str, str]:
@@ -81,10 +86,12 @@ def run_launch(
     emit: Callable[[GradeEvent], None],
     pool: Pool | None = None,
     carry: Path | None = None,
+    cancel: threading.Event | None = None,
 ) -> tuple[RunView, SandboxOutcome | None]:
     """One launch in a fresh job dir: in a prepared sandbox of `pool` when it has one, else cold.
     With `carry` (a directory of the host's, `launch.resume`) the job dir starts from its files and
-    they are replaced by what the launch left there."""
+    they are replaced by what the launch left there. Once `cancel` is set the launch is stopped
+    (or never started) and its view is not to be judged."""
     spec = job.spec
     root = settings().jobs_dir
     if root is not None:
@@ -124,6 +131,7 @@ def run_launch(
             limits=spec.limits,
             gpus=launch.gpus,
             kill_after_s=spec.limits.wall_seconds + SUPERVISOR_SLACK_S,
+            cancel=cancel,
         )
         noise: list[str] = []
 
@@ -149,6 +157,8 @@ def run_launch(
             else None
         )
         view = _view(job, launch, outcome, report_path, noise) if outcome else None
+        if cancel is not None and cancel.is_set():
+            return view or _view(job, launch, CANCELLED, report_path, noise), outcome
         if view is not None and view.platform_error:
             # The warm sandbox failed us (its report lost, its launcher broken): the launch runs
             # again cold, from the job's files alone, rather than end the grading in an error.

@@ -21,6 +21,8 @@ job at `SandboxRequest.kill_after_s`, by default `limits.wall_seconds + HARD_KIL
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,8 @@ HARD_KILL_GRACE_S = 10.0
 # The sandbox's own cap on the combined output of the command, as a multiple of the per-rank cap
 # (the supervisor caps each rank to limits.output_bytes_per_rank; this bounds the sum).
 COMBINED_OUTPUT_FACTOR = 8
+# How often a wait for the command looks at its request's `cancel`.
+CANCEL_POLL_S = 0.2
 # Where the work dir appears inside the isolating backends.
 WORKDIR_INSIDE = "/work"
 # What the command sees of its host in the isolating backends (bwrap, docker).
@@ -57,6 +61,9 @@ class SandboxRequest:
     gpus: list[int] = field(default_factory=list)
     # The hard wall clock; None means limits.wall_seconds + HARD_KILL_GRACE_S.
     kill_after_s: float | None = None
+    # Set by the grading when it no longer needs this launch (an earlier launch ran at the same
+    # time and ended the grading): the backend stops the command as at its hard wall clock.
+    cancel: threading.Event | None = None
 
     @property
     def hard_timeout_s(self) -> float:
@@ -67,6 +74,23 @@ class SandboxRequest:
     @property
     def output_cap_bytes(self) -> int:
         return self.limits.output_bytes_per_rank * COMBINED_OUTPUT_FACTOR
+
+
+def wait_for_end(
+    ended: Callable[[float], bool], timeout_s: float, cancel: threading.Event | None
+) -> bool:
+    """Wait for a command: `ended(seconds)` waits up to that long and says whether it ended.
+    True when it ended within `timeout_s` and before `cancel` was set."""
+    if cancel is None:
+        return ended(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while not cancel.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if ended(min(left, CANCEL_POLL_S)):
+            return True
+    return False
 
 
 @dataclass

@@ -47,6 +47,7 @@ from grader.sandbox.base import (
     SandboxOutcome,
     SandboxRequest,
     SandboxUnavailable,
+    wait_for_end,
 )
 from grader.sandbox.bwrap_plan import (
     MIB,
@@ -93,7 +94,7 @@ class BwrapSandbox:
         self._check()
         box = BwrapBox(self.bwrap, req.limits, req.gpus, req.env, list(req.argv), idle_s=0)
         box.start(req.workdir, OutputCap(req.output_cap_bytes, on_output))
-        return box.finish(req.hard_timeout_s)
+        return box.finish(req.hard_timeout_s, req.cancel)
 
     def prepare(self, prep: Preparation) -> BwrapBox:
         """A box started around an empty work dir, its supervisor waiting for a launch."""
@@ -271,7 +272,7 @@ class BwrapBox(Readiness):
             os.chown(pending, *owner)
         self.output.attach(OutputCap(req.output_cap_bytes, on_output))
         os.rename(pending, work / config_name)  # the supervisor takes it from here
-        timed_out, duration = self._wait(req.hard_timeout_s)
+        timed_out, duration = self._wait(req.hard_timeout_s, req.cancel)
         taken = not (work / config_name).exists()
         status, oom = self._stop()
         try:
@@ -284,10 +285,10 @@ class BwrapBox(Readiness):
             return None
         return self._outcome(status, oom, timed_out, duration)
 
-    def finish(self, timeout_s: float) -> SandboxOutcome:
+    def finish(self, timeout_s: float, cancel: threading.Event | None = None) -> SandboxOutcome:
         """A cold box: wait for its command, tear it down, its work dir copied back."""
         try:
-            timed_out, duration = self._wait(timeout_s)
+            timed_out, duration = self._wait(timeout_s, cancel)
             status, oom = self._stop()
             if self.stage is not None:
                 stage, self.stage = self.stage, None
@@ -296,17 +297,25 @@ class BwrapBox(Readiness):
             self.destroy()
         return self._outcome(status, oom, timed_out, duration)
 
-    def _wait(self, timeout_s: float) -> tuple[bool, float]:
-        assert self.proc is not None
+    def _wait(self, timeout_s: float, cancel: threading.Event | None) -> tuple[bool, float]:
+        """(stopped at `timeout_s` or by `cancel`, seconds waited)."""
+        proc = self.proc
+        assert proc is not None
+
+        def ended(seconds: float) -> bool:
+            try:
+                proc.wait(timeout=seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+
         start = time.monotonic()
         try:
-            self.proc.wait(timeout=timeout_s)
-            return False, time.monotonic() - start
-        except subprocess.TimeoutExpired:
-            return True, time.monotonic() - start
+            ended_in_time = wait_for_end(ended, timeout_s, cancel)
         except BaseException:
             self.destroy()
             raise
+        return not ended_in_time, time.monotonic() - start
 
     def _outcome(self, status: str, oom: bool, timed_out: bool, duration: float) -> SandboxOutcome:
         for w in self.warnings:

@@ -44,6 +44,7 @@ from grader.sandbox.base import (
     SandboxOutcome,
     SandboxRequest,
     SandboxUnavailable,
+    wait_for_end,
 )
 from grader.sandbox.docker_work import WorkVolume, start_container
 from grader.sandbox.limits import NOFILE
@@ -321,7 +322,7 @@ class DockerBox(Readiness):
             log.warning("could not copy a job into a warm container (%s); starting a cold one", exc)
             self.destroy()
             return None
-        timed_out, duration, oom = self._wait(req.hard_timeout_s)
+        timed_out, duration, oom = self._wait(req.hard_timeout_s, req.cancel)
         lost = work.lost()
         if lost is not None:
             # Whatever the launch wrote went with the volume: it runs again, cold.
@@ -344,16 +345,17 @@ class DockerBox(Readiness):
     def finish(self, req: SandboxRequest) -> SandboxOutcome:
         """A cold box: wait for its command, copy the work dir back, remove it all."""
         try:
-            timed_out, duration, oom = self._wait(req.hard_timeout_s)
+            timed_out, duration, oom = self._wait(req.hard_timeout_s, req.cancel)
             self._copy_out(req)
         finally:
             self.destroy()
         return self._outcome(timed_out, duration, oom)
 
-    def _wait(self, timeout_s: float) -> tuple[bool, float, bool]:
-        """(timed out, seconds, OOM-killed) once the container ended or was killed."""
+    def _wait(self, timeout_s: float, cancel: threading.Event | None) -> tuple[bool, float, bool]:
+        """(stopped at `timeout_s` or by `cancel`, seconds, OOM-killed) once the container ended
+        or was killed."""
         start = time.monotonic()
-        timed_out = not self.exited.wait(timeout_s)
+        timed_out = not wait_for_end(self.exited.wait, timeout_s, cancel)
         if timed_out:
             with contextlib.suppress(Exception):
                 self.container.kill()

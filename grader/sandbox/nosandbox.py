@@ -42,6 +42,7 @@ class NoSandbox:
             output_cap=req.output_cap_bytes,
             on_output=on_output,
             kill_tree=kill_process_group,
+            cancel=req.cancel,
         )
         return SandboxOutcome(
             exit_code=result.exit_code,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grader.sandbox.base import OutputCallback
+from grader.sandbox.base import OutputCallback, wait_for_end
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +142,12 @@ def run_supervised(
     on_output: OutputCallback | None,
     kill_tree: Callable[[subprocess.Popen[bytes]], None],
     pass_fds: tuple[int, ...] = (),
+    cancel: threading.Event | None = None,
 ) -> ProcessResult:
     """Run argv (with an empty environment: the wrapper sets the command's own), capture output.
 
-    `kill_tree` must kill everything the command started; it is called at the wall clock and
-    again after the command ends (to take down anything left behind).
+    `kill_tree` must kill everything the command started; it is called at the wall clock (or
+    when `cancel` is set) and again after the command ends (to take down anything left behind).
     """
     start = time.monotonic()
     read_fd, write_fd = os.pipe()
@@ -170,13 +171,20 @@ def run_supervised(
     sink = OutputCap(output_cap, on_output)
     collector = _PipeReader(read_fd, sink)
     collector.start()
+
+    def ended(seconds: float) -> bool:
+        try:
+            proc.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_tree(proc)
-        proc.wait()
+        if not wait_for_end(ended, timeout_s, cancel):
+            timed_out = True
+            kill_tree(proc)
+            proc.wait()
     except BaseException:
         kill_tree(proc)
         proc.wait()

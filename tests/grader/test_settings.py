@@ -31,6 +31,7 @@ def test_each_variable_sets_its_field() -> None:
         "RDV_GPUS": "0, 2",
         "RDV_WARM_POOL": "3",
         "RDV_WARM_IDLE_S": "30.5",
+        "RDV_PARALLEL_LAUNCHES": "3",
         "RDV_SANDBOX_UID_BASE": "5000000",
         "RDV_SANDBOX_SLOTS": "8",
         "RDV_SANDBOX_STATE_DIR": "/run/x",
@@ -46,6 +47,7 @@ def test_each_variable_sets_its_field() -> None:
         gpus=(0, 2),
         warm_pool=3,
         warm_idle_s=30.5,
+        parallel_launches=3,
         sandbox_uid_base=5000000,
         sandbox_slots=8,
         sandbox_state_dir=Path("/run/x"),
@@ -74,6 +76,7 @@ def test_a_bad_value_names_its_variable(caplog: pytest.LogCaptureFixture) -> Non
         ("RDV_GPUS", "0,one"),
         ("RDV_SANDBOX_SLOTS", "many"),
         ("RDV_WARM_IDLE_S", "soon"),
+        ("RDV_PARALLEL_LAUNCHES", "all"),
     ]:
         with pytest.raises(ValueError, match=var):
             GraderSettings.from_env({var: value})
