@@ -1,8 +1,10 @@
 """The grading queue's protocol: what the web side (`app/submissions/queue.py`) and the grader
 workers (`grader/worker.py`) say to each other through procrastinate on PostgreSQL.
 
-Task names, queues, the payload of each task, the schema set-up, the stalled-job policy and the
-message a learner sees when the grading machine was lost live here once; both sides import this
+Task names, queues, the payload of each task, the schema set-up, the stalled-job policy, the
+message a learner sees when the grading machine was lost, and what a worker learns of the
+gradings to come (`send_hint`, `coming`: the pending jobs, and the exercises learners opened)
+live here once; both sides import this
 module (`grader/` never imports `app/`; what `app/` may import: docs/architecture.md, "The
 app/grader boundary").
 """
@@ -17,7 +19,7 @@ import psycopg
 from procrastinate.schema import SchemaManager
 from procrastinate.types import JSONValue
 
-from grader.contract import Job, Result
+from grader.contract import ExerciseSpec, Job, Result
 from grader.i18n import Message, msg
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,18 @@ RESULTS_QUEUE = "results"
 GRADE_QUEUES = ("cpu", "gpu")
 SCHEMA_LOCK_ID = 727_001  # pg_advisory_lock key while creating procrastinate's tables
 DEFAULT_MAX_ATTEMPTS = 2
+# Exercises learners opened, per queue: the web side writes them, idle workers ready their launches.
+HINTS_TABLE = "rdv_grading_hints"
+# A learner who opened an exercise this long ago is still likely to submit it.
+HINT_FRESH_S = 300
+HINTS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {HINTS_TABLE} (
+    queue text NOT NULL,
+    exercise text NOT NULL,
+    spec jsonb NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, exercise)
+)"""
 
 
 def worker_lost(attempts: int) -> Message:
@@ -44,7 +58,11 @@ def worker_lost(attempts: int) -> Message:
 
 
 def queue_for(job: Job) -> str:
-    return "gpu" if job.spec.launch.device == "cuda" else "cpu"
+    return spec_queue(job.spec)
+
+
+def spec_queue(spec: ExerciseSpec) -> str:
+    return "gpu" if spec.launch.device == "cuda" else "cpu"
 
 
 def submission_lock(submission_id: str) -> str:
@@ -86,8 +104,49 @@ async def ensure_schema(dsn: str) -> None:
             row = await (await conn.execute("SELECT to_regclass('procrastinate_jobs')")).fetchone()
             if row is None or row[0] is None:
                 await conn.execute(SchemaManager.get_schema())
+            await conn.execute(HINTS_SCHEMA)
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_ID,))
+
+
+async def send_hint(conn: psycopg.AsyncConnection[Any], exercise: str, spec: ExerciseSpec) -> None:
+    """A learner opened (or is editing) `exercise`: the workers of its queue may ready it."""
+    await conn.execute(
+        f"INSERT INTO {HINTS_TABLE} (queue, exercise, spec, at) VALUES (%s, %s, %s, now()) "
+        "ON CONFLICT (queue, exercise) DO UPDATE SET spec = excluded.spec, at = now()",
+        (spec_queue(spec), exercise, spec.model_dump_json()),
+    )
+
+
+async def coming(
+    conn: psycopg.AsyncConnection[Any], queue: str, limit: int = 4
+) -> list[ExerciseSpec]:
+    """What a worker of `queue` is likely to grade next, most likely first, one per exercise:
+    the pending grade jobs (oldest first), then the exercises learners opened in the last
+    HINT_FRESH_S seconds (newest first)."""
+    pending = await conn.execute(
+        "SELECT args->'job'->>'exercise', args->'job'->'spec' FROM procrastinate_jobs "
+        "WHERE queue_name = %s AND task_name = %s AND status = 'todo' ORDER BY id LIMIT %s",
+        (queue, GRADE_TASK, limit),
+    )
+    rows = list(await pending.fetchall())
+    opened = await conn.execute(
+        f"SELECT exercise, spec FROM {HINTS_TABLE} WHERE queue = %s "
+        "AND at > now() - make_interval(secs => %s) ORDER BY at DESC LIMIT %s",
+        (queue, HINT_FRESH_S, limit),
+    )
+    rows += await opened.fetchall()
+    specs: list[ExerciseSpec] = []
+    seen: set[str] = set()
+    for exercise, spec in rows:
+        if exercise in seen or len(specs) >= limit:
+            continue
+        seen.add(exercise)
+        try:
+            specs.append(ExerciseSpec.model_validate(spec))
+        except ValueError:  # pydantic's ValidationError: a row of another version; not a hint
+            log.info("skipping an unreadable hint for %s", exercise)
+    return specs
 
 
 async def recover_stalled_grades(

@@ -5,6 +5,9 @@ Takes grading jobs from the procrastinate queue on PostgreSQL, one at a time, ru
 are deferred as tasks on the `results` queue, which the web side's worker stores. It needs only
 this package, torch and the queue's database; it never imports `app/`.
 
+Between jobs its warm pool readies what the queue holds next (`grader.worker_warm`: the pending
+jobs, then the exercises learners opened); a job with nothing warm for it starts cold at once.
+
 A worker killed mid-job (even SIGKILL) loses nothing: its heartbeat stops, and the periodic
 `rendezvous.retry_stalled` task (run by any live worker) runs the job again, or, after
 `max_attempts`, ends it as a platform `error`, never as the learner's failure.
@@ -33,6 +36,7 @@ from grader.contract import GradeEvent, Job, Result
 from grader.i18n import msg
 from grader.sandbox.pool import Pool, open_pool
 from grader.settings import configure, load, parse_gpus, settings
+from grader.worker_warm import QueueWarmer
 
 log = logging.getLogger("grader.worker")
 
@@ -95,6 +99,7 @@ def build_app(
     stalled_after: float = 30.0,
     retry_cron: str = "* * * * * */10",
     flush_interval: float = 0.1,
+    warmer: QueueWarmer | None = None,
 ) -> procrastinate.App:
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
     worker_name = f"{socket.gethostname()}:{os.getpid()}:{queue}"
@@ -122,9 +127,10 @@ def build_app(
 
         pumping = asyncio.create_task(pump())
         try:
-            result = await asyncio.to_thread(
-                _grade_safely, grade, parsed, forwarder.on_grade_event, sandbox
-            )
+            with warmer.job() if warmer is not None else contextlib.nullcontext():
+                result = await asyncio.to_thread(
+                    _grade_safely, grade, parsed, forwarder.on_grade_event, sandbox
+                )
         finally:
             done.set()
             await pumping
@@ -232,6 +238,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         configure(gpus=parse_gpus(args.gpus))  # the launcher hands these to each sandbox
     # The worker owns its warm pool: closed when it stops (nothing of it outlives the worker).
     pool = open_pool() if grade is _default_grade else None
+    warmer = QueueWarmer(pool, dsn, args.queue, args.sandbox) if pool is not None else None
     if pool is not None:
         grade = functools.partial(_default_grade, pool=pool)
     app = build_app(
@@ -241,6 +248,7 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
         sandbox=args.sandbox,
         stalled_after=args.stalled_after,
         retry_cron=f"* * * * * */{max(1, args.retry_every)}",
+        warmer=warmer,
     )
 
     async def run() -> None:
@@ -251,6 +259,8 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
             from grader.api import prewarm
 
             prewarm(pool, args.sandbox)  # warm sandboxes start while the worker connects
+        # Between jobs the pool readies what the queue holds next (grader.worker_warm).
+        looking = asyncio.create_task(warmer.forever()) if warmer is not None else None
         async with app.open_async():
             await app.run_worker_async(
                 queues=[args.queue],
@@ -261,6 +271,8 @@ def main(argv: list[str] | None = None, *, grade: GradeFn = _default_grade) -> i
                 delete_jobs="successful",
             )
         beating.cancel()
+        if looking is not None:
+            looking.cancel()
 
     log.info("grader worker on queue %s", args.queue)
     try:

@@ -48,6 +48,10 @@ class GradingBackend(Protocol):
         """A deleted account's jobs that no worker has taken yet: removed from the queue, with
         the code they carry. How many were removed."""
 
+    def hint_exercise(self, exercise: str) -> None:
+        """A learner opened or is editing this exercise: whoever grades readies its launches.
+        Returns at once and never fails the caller."""
+
 
 def real_grade(
     job: Job, *, on_event: Callable[[GradeEvent], None] | None = None, pool: Pool | None = None

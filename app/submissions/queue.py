@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -24,10 +25,13 @@ from app.submissions import repository as repo
 from app.submissions.exercises import SpecLookup, spec_from_content
 from app.submissions.models import Submission
 from grader import queue_protocol as protocol
-from grader.contract import Job, Result
+from grader.contract import ExerciseSpec, Job, Result
 from grader.i18n import Message
 
 log = logging.getLogger(__name__)
+
+# Seconds between two hints for the same exercise (grader.queue_protocol.send_hint).
+HINT_EVERY_S = 30.0
 
 
 class ResultStore:
@@ -120,6 +124,7 @@ class ProcrastinateBackend:
         self._stop: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._hinted: dict[str, float] = {}
 
     def start(self) -> None:
         # procrastinate logs each job with its arguments (output lines, whole Results): keep
@@ -146,6 +151,32 @@ class ProcrastinateBackend:
                 ).fetchone()
                 withdrawn += row is not None and row[0] is not None
         return withdrawn
+
+    def hint_exercise(self, exercise: str) -> None:
+        """A learner opened or is editing this exercise: recorded for the workers of its queue,
+        which ready its launches while they wait (grader.worker_warm); at most once every
+        HINT_EVERY_S per exercise (the editor saves drafts while the learner types)."""
+        now = time.monotonic()
+        if now - self._hinted.get(exercise, -HINT_EVERY_S) < HINT_EVERY_S or self._loop is None:
+            return
+        try:
+            spec = self._spec_for(exercise)
+        except Exception:  # a hint: the learner's draft is saved whatever happens here
+            log.exception("could not look up %s to tell the grader workers", exercise)
+            return
+        if spec is None:
+            return
+        self._hinted[exercise] = now
+        asyncio.run_coroutine_threadsafe(self._send_hint(exercise, spec), self._loop)
+
+    async def _send_hint(self, exercise: str, spec: ExerciseSpec) -> None:
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                self.conninfo, autocommit=True
+            ) as conn:
+                await protocol.send_hint(conn, exercise, spec)
+        except (OSError, psycopg.Error) as exc:  # a hint: the learner's draft is saved anyway
+            log.warning("could not tell the grader workers about %s: %s", exercise, exc)
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:

@@ -16,7 +16,7 @@ from app.db import SessionDep, SessionFactory, unit_of_work
 from app.errors import error_responses
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
-from app.submissions.backends import GradingBackend, LocalBackend
+from app.submissions.backends import GradingBackend
 from app.submissions.errors import DraftNotFound
 from app.submissions.models import Submission
 from app.submissions.rendering import (
@@ -73,9 +73,9 @@ def _wake_after_commit(request: Request, session: Session) -> None:
 
 def _hint_grader(request: Request, exercise: str) -> None:
     """The learner has this exercise open: a grader in this process (the local backend) prepares
-    its launches; queue workers learn their plan from the gradings they run."""
+    its launches; with the queue, the workers of its queue do while they wait."""
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
-    if isinstance(backend, LocalBackend):
+    if backend is not None:
         backend.hint_exercise(exercise)
 
 
