@@ -1,13 +1,19 @@
 """An exercise added from files alone, as the README promises: a check module dropped into
 `grader/checks/`, a hook module into `grader/harness/hooks/` and a lesson file with a `grading`
 block; nothing else is edited. Two tiny programs are graded for real (sandbox "none", ranks under
-torch's elastic launcher) and the toy check decides."""
+torch's elastic launcher) and the toy check decides.
+
+The files go into a copy of the `grader` package (first on the path of the grading process, its
+supervisor and ranks), not into the tree the other test processes grade with at the same time: a
+broken hook there would break their gradings."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,8 +23,7 @@ from typing import Any
 
 import pytest
 
-import grader.checks
-import grader.harness.hooks
+import grader
 
 HOOK = '''
 """Records every math.factorial call of the learner's program."""
@@ -90,7 +95,13 @@ from grader.exercises import load_spec
 lessons, code = Path(sys.argv[1]), Path(sys.argv[2]).read_text()
 job = Job(exercise="toy-lesson/toy", code=code, spec=load_spec("toy-lesson/toy", lessons),
           submission_id="toy")
+# The supervisor (and the ranks it forks) import this copy of the grader too.
+sys.executable = sys.argv[3]
 print(grade(job, sandbox="none").model_dump_json())
+"""
+# The interpreter, with the copy of the grader first on its path.
+PYTHON = """#!/bin/sh
+PYTHONPATH={src} exec {python} "$@"
 """
 
 EVERY_RANK = """
@@ -113,20 +124,26 @@ def install(tracer):
 
 @pytest.fixture
 def toy(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The toy modules in the grader's own packages (removed afterwards) and a lessons dir."""
+    """The toy modules in a copy of the grader (under tmp_path/src) and a lessons dir."""
     name = f"toy_{secrets.token_hex(4)}"
+    shutil.copytree(
+        Path(grader.__path__[0]),
+        tmp_path / "src" / "grader",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     lessons = tmp_path / "lessons"
     (lessons / "01-toy").mkdir(parents=True)
     (lessons / "01-toy" / "lesson.yaml").write_text(LESSON.format(name=name))
-    with _modules(name, hook=HOOK.format(name=name), check=CHECK.format(name=name)):
+    with _modules(tmp_path, name, hook=HOOK.format(name=name), check=CHECK.format(name=name)):
         yield name, lessons
 
 
 @contextlib.contextmanager
-def _modules(name: str, *, hook: str, check: str) -> Iterator[None]:
+def _modules(tmp_path: Path, name: str, *, hook: str, check: str) -> Iterator[None]:
+    copy = tmp_path / "src" / "grader"
     paths = {
-        Path(grader.harness.hooks.__path__[0]) / f"{name}.py": hook,
-        Path(grader.checks.__path__[0]) / f"{name}.py": check,
+        copy / "harness" / "hooks" / f"{name}.py": hook,
+        copy / "checks" / f"{name}.py": check,
     }
     try:
         for path, text in paths.items():
@@ -142,11 +159,17 @@ def _grade(lessons: Path, code: str, tmp_path: Path) -> tuple[dict[str, Any], st
     what that process logged."""
     program = tmp_path / "main.py"
     program.write_text(code)
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir(exist_ok=True)
+    python.write_text(PYTHON.format(src=tmp_path / "src", python=sys.executable))
+    python.chmod(0o755)
     proc = subprocess.run(
-        [sys.executable, "-c", GRADE, str(lessons), str(program)],
+        [str(python), "-c", GRADE, str(lessons), str(program), str(python)],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,  # not the repository: `-c` puts the cwd first on the path
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -177,7 +200,7 @@ def test_a_broken_hook_makes_a_platform_error_with_its_stack_logged(
 ) -> None:
     name, lessons = toy
     broken = f"{name}_broken"
-    with _modules(broken, hook=BROKEN_HOOK, check=""):
+    with _modules(tmp_path, broken, hook=BROKEN_HOOK, check=""):
         result, log = _grade(lessons, EVERY_RANK, tmp_path)
     assert result["status"] == "error", result
     assert f"the grader's harness failed ({broken}, rank 0)" in result["error"]
