@@ -1,7 +1,7 @@
 """Issue 15's speed figures through the API, as a learner gets them, every figure in one run.
 
     python -m benchmarks api_verdicts [--repeat=1] [--queued=20] [--pool=both|K] [--size=2]
-                                      [--exercises=all|ID,ID] [--concurrency=N]
+                                      [--exercises=all|ID,ID] [--concurrency=N] [--no-hint]
 
 1. The baseline: a bare `torchrun --standalone --nproc-per-node 2` of the lesson-2 solution,
    run once before every timed submission round, alternating with them so load hits both alike.
@@ -12,6 +12,8 @@
    exercise's shipped solution as a draft (the editor does while they type; the server then
    readies that exercise's launches), submits it and follows its live events: seconds from the
    POST to the first rank output line and to the verdict, each as a ratio to the bare torchrun.
+   With `--no-hint` the draft is not saved first: the pool holds what the previous exercise's
+   grading left (each exercise follows another), as for a learner who pastes and submits.
    Before every timed
    run the benchmark waits until nothing under any server starts, ends or uses CPU (the pools
    are full and idle), and says how long it waited.
@@ -55,6 +57,7 @@ class Options:
     pools: tuple[int, ...]  # RDV_WARM_POOL of each server, in the order they are used
     exercises: tuple[str, ...]  # empty: every graded exercise
     concurrency: int | None  # RDV_GRADING_CONCURRENCY; None: the server's default
+    hint: bool = True  # save the draft before submitting (the pool readies that exercise)
 
 
 def _positive(value: str) -> int:
@@ -72,6 +75,7 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument("--size", type=_positive, default=DEFAULT_WARM_SIZE, help="warm size")
     parser.add_argument("--exercises", default="all", help="all, or ids separated by commas")
     parser.add_argument("--concurrency", type=_positive, default=None)
+    parser.add_argument("--no-hint", action="store_true", help="submit without saving a draft")
     args = parser.parse_args(argv)
     if args.pool == "both":
         pools: tuple[int, ...] = (0, args.size)
@@ -82,7 +86,7 @@ def parse_args(argv: list[str]) -> Options:
     if args.queued < 0:
         parser.error("--queued must be 0 or more")
     wanted = () if args.exercises == "all" else tuple(args.exercises.split(","))
-    return Options(args.repeat, args.queued, pools, wanted, args.concurrency)
+    return Options(args.repeat, args.queued, pools, wanted, args.concurrency, not args.no_hint)
 
 
 def pool_label(size: int) -> str:
@@ -152,10 +156,11 @@ class Bench:
     async def timed(self, index: int, exercise: str, code: str) -> tuple[Verdict, float]:
         # The editor saves the learner's draft while they write (PUT /drafts/...): the server
         # learns which exercise is coming and its pool readies that exercise's launches.
-        saved = await self.http[index].put(
-            f"/api/v1/drafts/{exercise}", json={"code": code}, headers=self.learners[index]
-        )
-        saved.raise_for_status()
+        if self.opts.hint:
+            saved = await self.http[index].put(
+                f"/api/v1/drafts/{exercise}", json={"code": code}, headers=self.learners[index]
+            )
+            saved.raise_for_status()
         waited = await self.idle()
         verdict = await _learner.submit_and_follow(
             self.http[index], self.learners[index], exercise, code
@@ -298,7 +303,9 @@ async def run(opts: Options) -> bool:
     print(
         f"api_verdicts: {len(exercises)} exercises, n={opts.repeat}, servers "
         f"{[pool_label(p) for p in opts.pools]}, grading concurrency "
-        f"{opts.concurrency or 'the server default'}, {cores} cores (load {load():.2f})",
+        f"{opts.concurrency or 'the server default'}, "
+        f"{'draft saved first (hint)' if opts.hint else 'no hint (pool left by the last exercise)'}"
+        f", {cores} cores (load {load():.2f})",
         flush=True,
     )
     with contextlib.ExitStack() as stack:

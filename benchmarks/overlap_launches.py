@@ -26,8 +26,8 @@ from grader.api import grade, hint_exercise
 from grader.contract import Job
 from grader.exercises import graded_exercises, load_spec
 from grader.launch.plan import plan_launches
-from grader.launch.schedule import parallel_launches
 from grader.sandbox.pool import Pool
+from grader.sandbox.pool_plan import parallel_launches
 from grader.settings import override
 
 LESSON2 = "ddp-fundamentals/train"

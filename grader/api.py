@@ -30,10 +30,11 @@ from grader.judge import JudgedRun
 from grader.launch.faults import place_faults
 from grader.launch.host import prewarm_for, run_launch
 from grader.launch.plan import Launch, plan_launches
-from grader.launch.schedule import LaunchRunner, needs, parallel_launches
+from grader.launch.schedule import LaunchRunner, needs
 from grader.sandbox.base import SandboxUnavailable
 from grader.sandbox.choose import get_sandbox
 from grader.sandbox.pool import Pool
+from grader.sandbox.pool_plan import parallel_launches
 from grader.stages import launch_event, tag_launch
 
 log = logging.getLogger(__name__)

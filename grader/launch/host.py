@@ -151,6 +151,8 @@ def run_launch(
                 )
 
         report_path = job_dir / f".rdv-report-{nonce}.json"
+        if cancel is not None and cancel.is_set():  # no longer needed before it started
+            return _view(job, launch, CANCELLED, report_path, noise), None
         outcome = (
             pool.run(request, config_name, on_output, backend, spares_for(launch))
             if pool is not None and backend

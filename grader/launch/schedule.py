@@ -4,7 +4,8 @@ free, so that a grading of several launches takes about as long as its longest, 
 - `needs`: the launch each one must wait for. Under `launch.resume` the previous one (it starts
   from the files that one left); a faulted launch its uninterrupted `reference` (its faults are
   placed from what that one did). The others start at once.
-- `parallel_launches`: how many run at once: RDV_PARALLEL_LAUNCHES, else `auto_parallel`.
+- how many run at once: `grader.sandbox.pool_plan.parallel_launches` (RDV_PARALLEL_LAUNCHES, else
+  by the cores; the warm pool is sized to feed them).
 - `LaunchRunner` runs them in threads and hands their views back in plan order. It holds a
   launch's events back until every launch before it was handed back and did not end the
   grading, so the learner's stream is exactly a sequential grading's, only sooner. `stop` cancels
@@ -22,8 +23,6 @@ from dataclasses import dataclass, field
 from grader.checks.base import RunView
 from grader.contract import GradeEvent
 from grader.launch.plan import Launch
-from grader.sandbox.pool_plan import usable_cores
-from grader.settings import settings
 
 EventSink = Callable[[GradeEvent], None]
 # run(index, launch, emit, cancel) -> the launch's view (grader.launch.host.run_launch).
@@ -41,18 +40,6 @@ def needs(launches: Sequence[Launch], resume: bool) -> list[int | None]:
         else:
             found.append(None)
     return found
-
-
-def auto_parallel(cores: int) -> int:
-    """Launches at once on a machine of `cores`: two wherever there are two cores (a launch of
-    small ranks spends much of its time starting, waiting on its peers or the store, and leaves
-    a core idle), one more for every further four."""
-    return 1 if cores < 2 else 2 + (cores - 2) // 4
-
-
-def parallel_launches() -> int:
-    configured = settings().parallel_launches
-    return max(1, configured) if configured is not None else auto_parallel(usable_cores())
 
 
 @dataclass
@@ -103,7 +90,8 @@ class LaunchRunner:
         """(index, view) of each launch in plan order; the caller judges each before it asks for
         the next, and calls `stop` when one ends the grading. Close the iterator (or run it out)
         to be sure no launch of the grading is left running."""
-        with ThreadPoolExecutor(self.parallel, thread_name_prefix="launch") as executor:
+        # One thread more than `parallel`: the launch next in turn never queues behind others.
+        with ThreadPoolExecutor(self.parallel + 1, thread_name_prefix="launch") as executor:
             try:
                 self._release(0)
                 for index, slot in enumerate(self.slots):

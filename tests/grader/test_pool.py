@@ -59,6 +59,8 @@ def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pool_plan, "_available_mib", lambda: 24 * 1024)
     monkeypatch.setattr(pool_plan, "usable_cores", lambda: 1)
     assert pool_plan.pool_size() == 2  # the next launch of a grading ready while one runs
+    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 2)
+    assert pool_plan.default_size() == 3  # two launches at once, and the next one ready
     monkeypatch.setattr(pool_plan, "usable_cores", lambda: 3)
     assert pool_plan.default_size() == 3
     monkeypatch.setattr(pool_plan, "usable_cores", lambda: 64)

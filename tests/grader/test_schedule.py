@@ -13,7 +13,8 @@ import pytest
 from grader.checks.base import RunView
 from grader.contract import GradeEvent
 from grader.launch.plan import Launch
-from grader.launch.schedule import LaunchRunner, auto_parallel, needs, parallel_launches
+from grader.launch.schedule import LaunchRunner, needs
+from grader.sandbox.pool_plan import auto_parallel, parallel_launches
 from grader.settings import override
 
 LIMIT_S = 10.0  # no fake run takes this long unless the runner is broken
