@@ -1,6 +1,6 @@
 """Exec wrapper run between the grader and the sandboxed command (stdlib only, run with -I -S).
 
-    python -I -S _exec.py '<json>'
+    python -I -S _exec.py '<ExecSpec as JSON>'
 
 In its own process (so the grader never needs `preexec_fn`), in this order: join the job's
 cgroups (while still privileged); with "reveal", enter a private mount namespace and expose the
@@ -25,6 +25,7 @@ import json
 import os
 import resource
 import sys
+from dataclasses import asdict, dataclass, field, fields
 
 _RLIMITS = {
     "as": resource.RLIMIT_AS,
@@ -39,6 +40,54 @@ MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 SIGKILL = 9
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """What the wrapper is told (the host builds it: grader.sandbox.process.wrapper_argv)."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    rlimits: dict[str, int] = field(default_factory=dict)  # keys of _RLIMITS
+    cgroup_procs: list[str] = field(default_factory=list)  # cgroup.procs files to join
+    uid: int | None = None
+    gid: int | None = None
+    reveal: list[str] = field(default_factory=list)  # paths the sandbox uid must reach
+    status_fd: int | None = None  # where a failure before the exec is written
+    parent: int | None = None  # die with this process
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ExecSpec":
+        """The spec in `text`; ValueError for anything else (unknown or mistyped fields)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("the spec is not an object")
+        known = {f.name for f in fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"unknown fields {unknown}")
+        spec = cls(**data)
+        ints = {
+            "uid": spec.uid,
+            "gid": spec.gid,
+            "status_fd": spec.status_fd,
+            "parent": spec.parent,
+        }
+        if not (
+            isinstance(spec.argv, list)
+            and spec.argv
+            and all(isinstance(a, str) for a in spec.argv)
+            and isinstance(spec.env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items())
+            and isinstance(spec.rlimits, dict)
+            and all(k in _RLIMITS and isinstance(v, int) for k, v in spec.rlimits.items())
+            and all(isinstance(p, str) for p in [*spec.cgroup_procs, *spec.reveal])
+            and all(v is None or isinstance(v, int) for v in ints.values())
+        ):
+            raise ValueError("a field has the wrong type")
+        return spec
 
 
 def _check(result: int, what: str) -> None:
@@ -87,34 +136,38 @@ def reveal(paths: list[str]) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
+    try:
+        spec = ExecSpec.from_json(sys.argv[1])
+    except (IndexError, ValueError, TypeError) as exc:
+        os.write(2, f"rdv-sandbox: a bad spec: {exc}\n".encode())
+        os._exit(125)
     try:
         enter(spec)
     except BaseException as exc:
         message = f"rdv-sandbox: {type(exc).__name__}: {exc}\n".encode()
-        if spec.get("status_fd") is not None:
-            os.write(spec["status_fd"], message)
+        if spec.status_fd is not None:
+            os.write(spec.status_fd, message)
         os.write(2, message)
         os._exit(125)
 
 
-def enter(spec: dict) -> None:
+def enter(spec: ExecSpec) -> None:
     pid = str(os.getpid()).encode()
-    for procs in spec.get("cgroup_procs", []):
+    for procs in spec.cgroup_procs:
         fd = os.open(procs, os.O_WRONLY)
         try:
             os.write(fd, pid)
         finally:
             os.close(fd)
-    if spec.get("reveal"):
-        reveal(spec["reveal"])
-    for name, value in spec.get("rlimits", {}).items():
+    if spec.reveal:
+        reveal(spec.reveal)
+    for name, value in spec.rlimits.items():
         _soft, hard = resource.getrlimit(_RLIMITS[name])
         value = int(value)
         if hard != resource.RLIM_INFINITY and value > hard:
             value = hard
         resource.setrlimit(_RLIMITS[name], (value, value))
-    uid, gid = spec.get("uid"), spec.get("gid")
+    uid, gid = spec.uid, spec.gid
     if gid is not None:
         os.setgroups([])
         os.setresgid(gid, gid, gid)
@@ -122,12 +175,12 @@ def enter(spec: dict) -> None:
         os.setresuid(uid, uid, uid)
         if os.geteuid() != uid or os.getuid() != uid or os.getegid() != gid:
             raise SystemExit("rdv-sandbox: could not drop privileges")
-    parent = spec.get("parent")
+    parent = spec.parent
     if parent is not None:
         _check(_libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl")
         if os.getppid() != parent:
             raise SystemExit("rdv-sandbox: its owner is gone")
-    os.execve(spec["argv"][0], spec["argv"], spec.get("env", {}))
+    os.execve(spec.argv[0], spec.argv, spec.env)
 
 
 if __name__ == "__main__":

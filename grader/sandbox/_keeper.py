@@ -2,13 +2,13 @@
 
     python -I -B _keeper.py
 
-It reads JSON lines on stdin from the process that owns the pool: {"keep": id, ...leftovers} when
-a sandbox starts, {"drop": id} when its owner tore it down itself. At end of input (the owner
-closed the pipe, exited or was killed, SIGKILL included) it removes what is still kept, then
-exits: each sandbox's process group and cgroup processes are killed, its work dir unmounted and
-removed, its cgroup dirs removed; containers and volumes of the Docker backend are removed
-through the engine (the docker SDK, imported only then). It runs in a session of its own, so a
-signal to the owner's process group does not reach it.
+It reads JSON lines on stdin from the process that owns the pool (`Order`, each a line): keep
+`Leftovers` under an id when a sandbox starts, drop that id when its owner tore it down itself. At
+end of input (the owner closed the pipe, exited or was killed, SIGKILL included) it removes what is
+still kept, then exits: each sandbox's process group and cgroup processes are killed, its work dir
+unmounted and removed, its cgroup dirs removed; containers and volumes of the Docker backend are
+removed through the engine (the docker SDK, imported only then). It runs in a session of its own,
+so a signal to the owner's process group does not reach it.
 """
 
 import contextlib
@@ -19,8 +19,56 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 MNT_DETACH = 2
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a sandbox leaves on the host if its owner dies (grader.sandbox.bwrap and .docker)."""
+
+    pgid: int = 0  # its process group (bwrap)
+    cgroups: tuple[str, ...] = ()  # its cgroup dirs
+    mounts: tuple[str, ...] = ()  # those of `dirs` that are mount points
+    dirs: tuple[str, ...] = ()  # its work dirs
+    containers: tuple[str, ...] = ()  # Docker container ids
+    volumes: tuple[str, ...] = ()  # Docker volume names
+
+
+@dataclass(frozen=True)
+class Order:
+    """One line of the keeper's input: keep `leftovers` under `ident`, or (None) drop it."""
+
+    ident: str
+    leftovers: Leftovers | None = None
+
+    def to_line(self) -> bytes:
+        return json.dumps(asdict(self)).encode() + b"\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> "Order | None":
+        """The order on `line`; None for anything else."""
+        try:
+            data = json.loads(line)
+            ident, kept = data["ident"], data["leftovers"]
+            if not isinstance(ident, str):
+                return None
+            if kept is None:
+                return cls(ident)
+            known = {f.name for f in fields(Leftovers)}
+            values: dict[str, Any] = {
+                k: v if k == "pgid" else tuple(v) for k, v in kept.items() if k in known
+            }
+            leftovers = Leftovers(**values)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if not isinstance(leftovers.pgid, int) or not all(
+            isinstance(item, str) for name in known - {"pgid"} for item in getattr(leftovers, name)
+        ):
+            return None
+        return cls(ident, leftovers)
 
 
 def _kill_cgroup(path: str) -> None:
@@ -73,34 +121,31 @@ def _remove_docker(containers: list, volumes: list) -> None:
             client.volumes.get(name).remove(force=True)
 
 
-def clean(entry: dict) -> None:
-    pgid = entry.get("pgid") or 0
-    if pgid > 0:
+def clean(left: Leftovers) -> None:
+    if left.pgid > 0:
         with contextlib.suppress(OSError):
-            os.killpg(pgid, signal.SIGKILL)
-    for path in entry.get("cgroups", []):
+            os.killpg(left.pgid, signal.SIGKILL)
+    for path in left.cgroups:
         _kill_cgroup(path)
-    mounts = set(entry.get("mounts", []))
-    for path in entry.get("dirs", []):
-        _remove_dir(path, path in mounts)
-    for path in entry.get("cgroups", []):
+    for path in left.dirs:
+        _remove_dir(path, path in left.mounts)
+    for path in left.cgroups:
         _rmdir(path)
-    if entry.get("containers") or entry.get("volumes"):
-        _remove_docker(entry.get("containers", []), entry.get("volumes", []))
+    if left.containers or left.volumes:
+        _remove_docker(list(left.containers), list(left.volumes))
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C reaches the owner, not us
-    kept: dict = {}
+    kept: dict[str, Leftovers] = {}
     for line in sys.stdin:
-        try:
-            message = json.loads(line)
-        except ValueError:
+        order = Order.from_line(line)
+        if order is None:
             continue
-        if "keep" in message:
-            kept[message["keep"]] = message
-        elif "drop" in message:
-            kept.pop(message["drop"], None)
+        if order.leftovers is not None:
+            kept[order.ident] = order.leftovers
+        else:
+            kept.pop(order.ident, None)
     for entry in kept.values():
         try:
             clean(entry)

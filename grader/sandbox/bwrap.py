@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 
 from grader.contract import Limits
+from grader.sandbox._exec import ExecSpec
+from grader.sandbox._keeper import Leftovers
 from grader.sandbox.base import (
     DEFAULT_ENV,
     OutputCallback,
@@ -196,18 +198,17 @@ class BwrapBox(Readiness):
                 status_fd=self.status_w,
                 seccomp_fd=fds.get(SECCOMP_KEY),
             )
-            spec = {
-                "argv": bwrap_argv(plan),
-                "env": {},
-                "rlimits": rlimits_for(limits, nproc=user.switch),
-                "cgroup_procs": self.cgroup.procs_files() if self.cgroup else [],
-                "uid": user.uid if user.switch else None,
-                "gid": user.gid if user.switch else None,
-                "reveal": ro_paths if user.switch else [],
-                "status_fd": self.status_w,
+            spec = ExecSpec(
+                argv=bwrap_argv(plan),
+                rlimits=rlimits_for(limits, nproc=user.switch),
+                cgroup_procs=self.cgroup.procs_files() if self.cgroup else [],
+                uid=user.uid if user.switch else None,
+                gid=user.gid if user.switch else None,
+                reveal=ro_paths if user.switch else [],
+                status_fd=self.status_w,
                 # The wrapper dies with this process (the thread starting it), as bwrap does.
-                "parent": os.getpid(),
-            }
+                parent=os.getpid(),
+            )
             read_fd, write_fd = os.pipe()
             try:
                 self.proc = subprocess.Popen(
@@ -240,15 +241,15 @@ class BwrapBox(Readiness):
         """Which sandbox this is, for the log."""
         return f"bwrap pid {self.proc.pid if self.proc else '-'}"
 
-    def leftovers(self) -> dict[str, list[str] | int]:
+    def leftovers(self) -> Leftovers:
         """What would outlive this process if it died now (grader.sandbox.keeper removes it)."""
         dirs = [str(p) for p in (self.stage.path if self.stage else None, self.placeholder) if p]
-        return {
-            "pgid": self.proc.pid if self.proc else 0,
-            "cgroups": [str(d) for d in self.cgroup.dirs.values()] if self.cgroup else [],
-            "mounts": [dirs[0]] if self.stage and self.stage.mounted else [],
-            "dirs": dirs,
-        }
+        return Leftovers(
+            pgid=self.proc.pid if self.proc else 0,
+            cgroups=tuple(str(d) for d in self.cgroup.dirs.values()) if self.cgroup else (),
+            mounts=(dirs[0],) if self.stage and self.stage.mounted else (),
+            dirs=tuple(dirs),
+        )
 
     # -- one launch -----------------------------------------------------------------------
     def run(

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.contract import Limits
+from grader.sandbox._keeper import Leftovers
 from grader.sandbox.base import (
     DEFAULT_ENV,
     HOME,
@@ -292,16 +293,16 @@ class DockerBox(Readiness):
         """Which sandbox this is, for the log (the container's short id)."""
         return f"docker container {str(getattr(self.container, 'id', '-'))[:12]}"
 
-    def leftovers(self) -> dict[str, list[str] | int]:
+    def leftovers(self) -> Leftovers:
         """What would outlive this process if it died now (grader.sandbox.keeper removes it)."""
         containers = [str(getattr(c, "id", "")) for c in (self.container,) if c is not None]
         if self.work is not None and self.work.holder is not None:
             containers.append(str(getattr(self.work.holder, "id", "")))
         volume = self.work.volume if self.work is not None else None
-        return {
-            "containers": [c for c in containers if c],
-            "volumes": [str(volume.name)] if volume is not None else [],
-        }
+        return Leftovers(
+            containers=tuple(c for c in containers if c),
+            volumes=(str(volume.name),) if volume is not None else (),
+        )
 
     # -- one launch -----------------------------------------------------------------------
     def run(

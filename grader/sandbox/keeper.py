@@ -13,14 +13,14 @@ signal, grader.sandbox.bwrap): the keeper is the backstop for what no signal rem
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+
+from grader.sandbox._keeper import Leftovers, Order
 
 log = logging.getLogger(__name__)
 
@@ -40,21 +40,21 @@ class Keeper:
             close_fds=True,
         )
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, order: Order) -> None:
         with self.lock:
             if self.proc is None or self.proc.stdin is None:
                 return
             try:
-                self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+                self.proc.stdin.write(order.to_line())
                 self.proc.stdin.flush()
             except (BrokenPipeError, ValueError):
                 log.warning("the sandbox keeper is gone: a SIGKILL now would leave sandboxes")
 
-    def keep(self, ident: str, leftovers: dict[str, Any]) -> None:
-        self._send({"keep": ident, **leftovers})
+    def keep(self, ident: str, leftovers: Leftovers) -> None:
+        self._send(Order(ident, leftovers))
 
     def drop(self, ident: str) -> None:
-        self._send({"drop": ident})
+        self._send(Order(ident))
 
     @property
     def pid(self) -> int | None:

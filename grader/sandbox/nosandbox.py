@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from grader.sandbox._exec import ExecSpec
 from grader.sandbox.base import (
     OutputCallback,
     Preparation,
@@ -30,11 +31,9 @@ class NoSandbox:
         raise ValueError("the none sandbox is not prepared ahead; its launches start cold")
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
-        spec = {
-            "argv": list(req.argv),
-            "env": dict(req.env),
-            "rlimits": rlimits_for(req.limits, nproc=False),
-        }
+        spec = ExecSpec(
+            argv=list(req.argv), env=dict(req.env), rlimits=rlimits_for(req.limits, nproc=False)
+        )
         result = run_supervised(
             wrapper_argv(spec),
             cwd=req.workdir,

@@ -6,7 +6,6 @@ Shared by the backends that start a local process ("none", "bwrap").
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -18,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from grader.sandbox._exec import ExecSpec
 from grader.sandbox.base import OutputCallback, wait_for_end
 
 log = logging.getLogger(__name__)
@@ -30,9 +29,9 @@ DRAIN_AFTER_EXIT_S = 3.0
 MAX_LINE_BYTES = 16 * 1024
 
 
-def wrapper_argv(spec: dict[str, Any]) -> list[str]:
-    """argv that runs `_exec.py` with `spec` (argv, env, rlimits, cgroup_procs, uid, gid)."""
-    return [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), json.dumps(spec)]
+def wrapper_argv(spec: ExecSpec) -> list[str]:
+    """argv that runs `_exec.py` with `spec`."""
+    return [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), spec.to_json()]
 
 
 @dataclass

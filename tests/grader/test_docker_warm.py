@@ -257,8 +257,8 @@ def test_what_a_killed_worker_leaves_is_removed_by_its_keeper(
     assert box.wait_ready(30), box.before_output()
     leftovers = box.leftovers()
     made = {c.id for c in engine.containers.created}
-    assert set(leftovers["containers"]) == made and len(made) == 2  # sandbox and holder
-    assert leftovers["volumes"] == list(engine.volumes.by_name)
+    assert set(leftovers.containers) == made and len(made) == 2  # sandbox and holder
+    assert list(leftovers.volumes) == list(engine.volumes.by_name)
     monkeypatch.setattr(docker, "from_env", lambda: engine)
     _keeper.clean(leftovers)  # what the keeper does once the worker is gone
     assert all(c.removed for c in engine.containers.created)

@@ -1,0 +1,60 @@
+"""The two hand-overs to the sandbox's standard-library scripts are typed: the exec wrapper's
+`ExecSpec` (grader/sandbox/_exec.py) and the keeper's `Order` (grader/sandbox/_keeper.py). Each
+round-trips through its JSON, and anything else is refused, not half-read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from grader.sandbox._exec import ExecSpec
+from grader.sandbox._keeper import Leftovers, Order
+from grader.sandbox.process import EXEC_WRAPPER, wrapper_argv
+
+
+def test_an_exec_spec_round_trips_and_the_wrapper_runs_it() -> None:
+    spec = ExecSpec(
+        argv=["/bin/sh", "-c", 'echo "$GREETING"'],
+        env={"GREETING": "hello"},
+        rlimits={"nofile": 64},
+        parent=None,
+    )
+    assert ExecSpec.from_json(spec.to_json()) == spec
+    done = subprocess.run(wrapper_argv(spec), capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "hello\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"argv": []}',
+        '{"argv": ["/bin/true"], "extra": 1}',
+        '{"argv": ["/bin/true"], "rlimits": {"as": "lots"}}',
+        '{"argv": ["/bin/true"], "rlimits": {"stack": 1}}',
+        '{"argv": ["/bin/true"], "uid": "0"}',
+        '{"argv": ["/bin/true"], "env": {"A": 1}}',
+    ],
+)
+def test_a_bad_exec_spec_is_refused_before_anything_runs(text: str) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        ExecSpec.from_json(text)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", str(EXEC_WRAPPER), text],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 125 and "rdv-sandbox: a bad spec" in done.stderr
+
+
+def test_a_keeper_order_round_trips_and_garbage_is_no_order() -> None:
+    left = Leftovers(pgid=42, cgroups=("/sys/fs/cgroup/x",), dirs=("/tmp/a", "/tmp/b"))
+    for order in (Order("7", left), Order("7")):
+        assert Order.from_line(order.to_line().decode()) == order
+    for line in ("", "{}", "[1]", '{"ident": 7, "leftovers": null}', "not json"):
+        assert Order.from_line(line) is None
+    assert Order.from_line('{"ident": "7", "leftovers": {"pgid": "42"}}') is None
+    assert Order.from_line('{"ident": "7", "leftovers": {"dirs": [1]}}') is None
