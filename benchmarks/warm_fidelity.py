@@ -2,9 +2,11 @@
 
     python -m benchmarks warm_fidelity [--sample=N] [--pool=K] [--only=SUBSTRING]
 
-Cold: RDV_WARM_POOL=0 (a fresh sandbox per launch, ranks spawned). Warm: a pool of K (default 3)
-pre-started sandboxes whose ranks are spare interpreters (grader/inside/spares.py); a warm
-grading that no warm sandbox served counts as a difference. For each case: the status and the
+Cold: no pool (a fresh sandbox started with each launch, its supervisor importing torch before it
+forks the zygote). Warm: a pool of K (default 3) sandboxes prepared ahead, their zygotes forked
+before the job was known (grader/inside/zygote.py); a warm grading that no warm sandbox served
+counts as a difference. Both fork their ranks; test_warm_fidelity.py compares forked ranks with
+ranks spawned as torchrun spawns them. For each case: the status and the
 failed check ids of both, less the ids its expected.json allows to fail either way
 (`may_also_fail`: a race decides).
 Prints each difference and a summary; exit status 1 when any case differs. `--sample=N` takes
@@ -53,7 +55,7 @@ def main(argv: list[str]) -> int:
         result = grade_case(case, pool)
         hot = verdict(result, allowed)
         launch = result.launch
-        served = f"{launch.warm_launches} warm, {launch.spare_ranks} spare ranks" if launch else "-"
+        served = f"{launch.warm_launches} warm, {launch.spare_ranks} forked" if launch else "-"
         name = f"{case.suite.root.name}/{case.name}"
         same = cold == hot and (launch is None or launch.warm_launches > 0)
         if not same:
@@ -66,8 +68,8 @@ def main(argv: list[str]) -> int:
         )
     pool.close()
     print(
-        f"{len(cases)} cases graded cold and warm (ranks spares"
-        f" when warm) in {time.monotonic() - started:.0f} s: {len(differ)} differ"
+        f"{len(cases)} cases graded cold and warm (prepared sandboxes of a pool of {size})"
+        f" in {time.monotonic() - started:.0f} s: {len(differ)} differ"
         + (f": {differ}" if differ else "")
     )
     return 1 if differ else 0
