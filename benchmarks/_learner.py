@@ -79,9 +79,16 @@ class Server:
     base: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    # Grader workers beside the web server (the queue backend); empty for the in-process executor.
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def log(self) -> str:
         return self.log_path.read_text("utf-8", errors="replace")
+
+    @property
+    def pids(self) -> list[int]:
+        """The process trees that grade for this server: the server's own and each worker's."""
+        return [self.process.pid, *(w.pid for w in self.workers)]
 
 
 def free_port() -> int:
@@ -91,18 +98,24 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(label: str, extra_env: Mapping[str, str]) -> Iterator[Server]:
+def served(label: str, extra_env: Mapping[str, str], *, queue_workers: int = 0) -> Iterator[Server]:
     """`python -m app serve` on a free port with a fresh SQLite database, as `make run` serves
-    (development settings, the in-process executor, the bwrap sandbox); stopped on exit."""
-    with tempfile.TemporaryDirectory(prefix="rdv-bench-server-") as tmp:
+    (development settings, the in-process executor, the bwrap sandbox); stopped on exit. With
+    `queue_workers`, as the scale stack grades instead: a fresh PostgreSQL database (this
+    machine's, RDV_BENCH_PG_ADMIN_URL), the procrastinate queue backend and that many
+    `python -m grader.worker --queue cpu` processes, each with its own warm pool."""
+    with (
+        tempfile.TemporaryDirectory(prefix="rdv-bench-server-") as tmp,
+        _database(Path(tmp), postgres=queue_workers > 0) as url,
+    ):
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         env = {
             **os.environ,
             "RDV_ENVIRONMENT": "development",
-            "RDV_DATABASE_URL": f"sqlite:///{Path(tmp) / 'bench.db'}",
+            "RDV_DATABASE_URL": url,
             "RDV_BASE_URL": base,
-            "RDV_GRADING_BACKEND": "local",
+            "RDV_GRADING_BACKEND": "procrastinate" if queue_workers else "local",
             "RDV_GRADING_AUTOSTART": "true",
             "RDV_SANDBOX": "bwrap",
             "PYTHONUNBUFFERED": "1",
@@ -120,16 +133,56 @@ def served(label: str, extra_env: Mapping[str, str]) -> Iterator[Server]:
         server = Server(label, base, process, log_path)
         try:
             _wait_answering(server)
+            dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+            for index in range(queue_workers):
+                with (Path(tmp) / f"worker-{index}.log").open("wb") as worker_log:
+                    server.workers.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "grader.worker", "--queue", "cpu", "--dsn", dsn],
+                            cwd=ROOT,
+                            env=env,
+                            stdout=worker_log,
+                            stderr=subprocess.STDOUT,
+                        )
+                    )
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            for child in (*server.workers, process):
+                child.terminate()
+            for child in (*server.workers, process):
+                try:
+                    child.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
             errors = [line for line in server.log().splitlines() if " ERROR " in line]
             print(f"server {label}: {len(errors)} error lines in its log", *errors[:5], sep="\n  ")
+
+
+PG_ADMIN_URL = os.environ.get(
+    "RDV_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@contextlib.contextmanager
+def _database(tmp: Path, *, postgres: bool) -> Iterator[str]:
+    """A fresh database URL: SQLite in `tmp`, or a PostgreSQL database dropped afterwards."""
+    if not postgres:
+        yield f"sqlite:///{tmp / 'bench.db'}"
+        return
+    import psycopg
+
+    name = f"rdv_bench_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield (
+            PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+            + f"/{name}"
+        )
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _wait_answering(server: Server) -> None:
@@ -269,6 +322,17 @@ class TreeMemory:
     rss_mib: float  # the sum of every process's RSS (shared pages counted in each)
     pss_mib: float | None  # proportional set size (shared pages split); None where unreadable
     names: dict[str, int]  # how many processes of each command name
+
+    def __add__(self, other: TreeMemory) -> TreeMemory:
+        pss = (
+            None if self.pss_mib is None or other.pss_mib is None else self.pss_mib + other.pss_mib
+        )
+        names = dict(self.names)
+        for name, count in other.names.items():
+            names[name] = names.get(name, 0) + count
+        return TreeMemory(
+            self.processes + other.processes, self.rss_mib + other.rss_mib, pss, names
+        )
 
 
 def tree_memory(root: int) -> TreeMemory:

@@ -2,6 +2,7 @@
 
     python -m benchmarks api_verdicts [--repeat=1] [--queued=20] [--pool=both|K] [--size=2]
                                       [--exercises=all|ID,ID] [--concurrency=N] [--no-hint]
+                                      [--workers=N]
 
 1. The baseline: a bare `torchrun --standalone --nproc-per-node 2` of the lesson-2 solution,
    run once before every timed submission round, alternating with them so load hits both alike.
@@ -14,6 +15,8 @@
    POST to the first rank output line and to the verdict, each as a ratio to the bare torchrun.
    With `--no-hint` the draft is not saved first: the pool holds what the previous exercise's
    grading left (each exercise follows another), as for a learner who pastes and submits.
+   With `--workers=N` each server grades as the scale stack does instead: PostgreSQL, the
+   procrastinate queue and N `python -m grader.worker` processes, each with its own warm pool.
    Before every timed
    run the benchmark waits until nothing under any server starts, ends or uses CPU (the pools
    are full and idle), and says how long it waited.
@@ -58,6 +61,7 @@ class Options:
     exercises: tuple[str, ...]  # empty: every graded exercise
     concurrency: int | None  # RDV_GRADING_CONCURRENCY; None: the server's default
     hint: bool = True  # save the draft before submitting (the pool readies that exercise)
+    workers: int = 0  # grader workers on the queue; 0: the in-process executor
 
 
 def _positive(value: str) -> int:
@@ -76,6 +80,7 @@ def parse_args(argv: list[str]) -> Options:
     parser.add_argument("--exercises", default="all", help="all, or ids separated by commas")
     parser.add_argument("--concurrency", type=_positive, default=None)
     parser.add_argument("--no-hint", action="store_true", help="submit without saving a draft")
+    parser.add_argument("--workers", type=int, default=0, help="queue workers; 0: in-process")
     args = parser.parse_args(argv)
     if args.pool == "both":
         pools: tuple[int, ...] = (0, args.size)
@@ -86,7 +91,9 @@ def parse_args(argv: list[str]) -> Options:
     if args.queued < 0:
         parser.error("--queued must be 0 or more")
     wanted = () if args.exercises == "all" else tuple(args.exercises.split(","))
-    return Options(args.repeat, args.queued, pools, wanted, args.concurrency, not args.no_hint)
+    return Options(
+        args.repeat, args.queued, pools, wanted, args.concurrency, not args.no_hint, args.workers
+    )
 
 
 def pool_label(size: int) -> str:
@@ -141,7 +148,7 @@ class Bench:
     ok: bool = True
 
     def roots(self) -> list[int]:
-        return [server.process.pid for server in self.servers]
+        return [pid for server in self.servers for pid in server.pids]
 
     async def idle(self) -> float:
         return await asyncio.to_thread(_learner.wait_idle, self.roots())
@@ -231,6 +238,8 @@ async def idle_memory(bench: Bench) -> None:
     print(f"idle servers (waited {waited:.1f} s for every process under them to be idle):")
     for server in bench.servers:
         mem = _learner.tree_memory(server.process.pid)
+        for worker in server.workers:
+            mem = mem + _learner.tree_memory(worker.pid)
         pss = "unreadable" if mem.pss_mib is None else f"{mem.pss_mib:.0f} MiB"
         print(
             f"  {server.label}: {mem.processes} processes under the server "
@@ -305,12 +314,17 @@ async def run(opts: Options) -> bool:
         f"{[pool_label(p) for p in opts.pools]}, grading concurrency "
         f"{opts.concurrency or 'the server default'}, "
         f"{'draft saved first (hint)' if opts.hint else 'no hint (pool left by the last exercise)'}"
+        f", {f'{opts.workers} queue workers' if opts.workers else 'in-process executor'}"
         f", {cores} cores (load {load():.2f})",
         flush=True,
     )
     with contextlib.ExitStack() as stack:
         servers = [
-            stack.enter_context(_learner.served(pool_label(p), {"RDV_WARM_POOL": str(p), **extra}))
+            stack.enter_context(
+                _learner.served(
+                    pool_label(p), {"RDV_WARM_POOL": str(p), **extra}, queue_workers=opts.workers
+                )
+            )
             for p in opts.pools
         ]
         async with contextlib.AsyncExitStack() as clients:
