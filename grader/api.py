@@ -30,11 +30,10 @@ from grader.judge import JudgedRun
 from grader.launch.faults import place_faults
 from grader.launch.host import prewarm_for, run_launch
 from grader.launch.plan import Launch, plan_launches
-from grader.launch.schedule import LaunchRunner, needs
+from grader.launch.schedule import LaunchRunner, launches_at_once, needs
 from grader.sandbox.base import SandboxUnavailable
 from grader.sandbox.choose import get_sandbox
 from grader.sandbox.pool import Pool
-from grader.sandbox.pool_plan import parallel_launches
 from grader.stages import launch_event, tag_launch
 
 log = logging.getLogger(__name__)
@@ -124,7 +123,7 @@ def _grade(
         launches,
         run_one,
         emit,
-        parallel=parallel_launches(),
+        parallel=launches_at_once(launches),
         waits_for=needs(launches, job.spec.launch.resume),
         before_start=before_start,
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from grader.checks.base import RunView
 from grader.contract import GradeEvent
 from grader.launch.plan import Launch
+from grader.sandbox.pool_plan import parallel_launches
 
 EventSink = Callable[[GradeEvent], None]
 # run(index, launch, emit, cancel) -> the launch's view (grader.launch.host.run_launch).
@@ -40,6 +41,12 @@ def needs(launches: Sequence[Launch], resume: bool) -> list[int | None]:
         else:
             found.append(None)
     return found
+
+
+def launches_at_once(launches: Sequence[Launch]) -> int:
+    """How many of one grading's launches run at once: `parallel_launches()`, but one at a time
+    when they use GPUs (each launch takes the worker's first GPUs: two at once would share)."""
+    return 1 if any(launch.gpus for launch in launches) else parallel_launches()
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from grader.checks.base import RunView
 from grader.contract import GradeEvent
 from grader.launch.plan import Launch
-from grader.launch.schedule import LaunchRunner, needs
+from grader.launch.schedule import LaunchRunner, launches_at_once, needs
 from grader.sandbox.pool_plan import auto_parallel, parallel_launches
 from grader.settings import override
 
@@ -76,6 +76,9 @@ def test_how_many_at_once_follows_the_cores_or_the_setting() -> None:
         assert parallel_launches() == 1
     with override(parallel_launches=3):
         assert parallel_launches() == 3
+        assert launches_at_once(launches(2, 3, 1)) == 3
+        # On GPUs one at a time: every launch takes the worker's first GPUs.
+        assert launches_at_once([Launch(2, "cuda", [0, 1]), Launch(1, "cuda", [0])]) == 1
 
 
 class Consumer:
@@ -112,9 +115,11 @@ def test_independent_launches_overlap_and_come_back_in_plan_order() -> None:
     consumer = Consumer(runner)
     # The second launch starts while the first runs; the third waits for a slot.
     assert fake.started[0].wait(LIMIT_S) and fake.started[1].wait(LIMIT_S)
+    time.sleep(0.3)
+    assert not fake.started[2].is_set()
     fake.finish[1].set()  # the second ends first
     time.sleep(0.3)
-    assert not fake.started[2].is_set() and consumer.got == []
+    assert consumer.got == []
     assert lines(emitted) == ["0:start"]  # the second's events wait for the first
     fake.finish[0].set()
     assert fake.started[2].wait(LIMIT_S)
