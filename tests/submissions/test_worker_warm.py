@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -40,12 +41,19 @@ class RecordingPool:
         self.plans.append([spares for _request, spares in plan])
 
 
+def in_thread(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """`asyncio.run(coroutine)` in a thread of its own: a test run before this one in the same
+    process may have left an event loop set on this thread."""
+    with ThreadPoolExecutor(1) as executor:
+        return executor.submit(asyncio.run, coroutine).result()
+
+
 def run(coroutine_fn: Callable[[psycopg.AsyncConnection[Any]], Any], dsn: str) -> Any:
     async def go() -> Any:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             return await coroutine_fn(conn)
 
-    return asyncio.run(go())
+    return in_thread(go())
 
 
 def defer_grade(dsn: str, exercise: str) -> None:
@@ -58,13 +66,13 @@ def defer_grade(dsn: str, exercise: str) -> None:
                 **protocol.grade_payload(job, 2)
             )
 
-    asyncio.run(go())
+    in_thread(go())
 
 
 @pytest.fixture
 def dsn(pg_url: str) -> str:
     url = conninfo(pg_url)
-    asyncio.run(protocol.ensure_schema(url))
+    in_thread(protocol.ensure_schema(url))
     return url
 
 
