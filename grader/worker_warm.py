@@ -36,7 +36,6 @@ class QueueWarmer:
         self.pool, self.dsn, self.queue, self.sandbox = pool, dsn, queue, sandbox
         self.grading = threading.Event()  # set by the worker around each job
         self.last: ExerciseSpec | None = None
-        self.hinted = 0  # how many times the pool was told something new (tests, logs)
 
     @contextlib.contextmanager
     def job(self) -> Iterator[None]:
@@ -59,7 +58,6 @@ class QueueWarmer:
 
         self.last = specs[0]
         await asyncio.to_thread(hint_exercise, specs[0], self.pool, self.sandbox)
-        self.hinted += 1
         return specs[0]
 
     async def forever(self, every: float = LOOK_EVERY_S) -> None:

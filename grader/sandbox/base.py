@@ -21,6 +21,7 @@ job at `SandboxRequest.kill_after_s`, by default `limits.wall_seconds + HARD_KIL
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -91,6 +92,21 @@ def wait_for_end(
         if ended(min(left, CANCEL_POLL_S)):
             return True
     return False
+
+
+def wait_for_process(
+    proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None
+) -> bool:
+    """`wait_for_end` of a process: True when it exited within `timeout_s`, before `cancel`."""
+
+    def ended(seconds: float) -> bool:
+        try:
+            proc.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    return wait_for_end(ended, timeout_s, cancel)
 
 
 @dataclass

@@ -49,7 +49,7 @@ from grader.sandbox.base import (
     SandboxOutcome,
     SandboxRequest,
     SandboxUnavailable,
-    wait_for_end,
+    wait_for_process,
 )
 from grader.sandbox.bwrap_plan import (
     MIB,
@@ -300,19 +300,10 @@ class BwrapBox(Readiness):
 
     def _wait(self, timeout_s: float, cancel: threading.Event | None) -> tuple[bool, float]:
         """(stopped at `timeout_s` or by `cancel`, seconds waited)."""
-        proc = self.proc
-        assert proc is not None
-
-        def ended(seconds: float) -> bool:
-            try:
-                proc.wait(timeout=seconds)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-
+        assert self.proc is not None
         start = time.monotonic()
         try:
-            ended_in_time = wait_for_end(ended, timeout_s, cancel)
+            ended_in_time = wait_for_process(self.proc, timeout_s, cancel)
         except BaseException:
             self.destroy()
             raise

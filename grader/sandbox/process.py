@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.sandbox._exec import ExecSpec
-from grader.sandbox.base import OutputCallback, wait_for_end
+from grader.sandbox.base import OutputCallback, wait_for_process
 
 log = logging.getLogger(__name__)
 
@@ -171,16 +171,9 @@ def run_supervised(
     collector = _PipeReader(read_fd, sink)
     collector.start()
 
-    def ended(seconds: float) -> bool:
-        try:
-            proc.wait(timeout=seconds)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-
     timed_out = False
     try:
-        if not wait_for_end(ended, timeout_s, cancel):
+        if not wait_for_process(proc, timeout_s, cancel):
             timed_out = True
             kill_tree(proc)
             proc.wait()
