@@ -290,8 +290,21 @@ class ProcrastinateBackend:
             ids=list(dispatched.values()),
         )
         gave_up = {row["id"] for row in rows if row["status"] in ("failed", "cancelled", "aborted")}
-        for submission_id, job_id in dispatched.items():
-            if job_id in gave_up:
+        ended = [sid for sid, job_id in dispatched.items() if job_id in gave_up]
+        if not ended:
+            return
+        # A job the stalled-job policy ended has its own result (`worker_lost`) on the way in the
+        # results queue: that one tells the learner why; a later sweep catches it if it is lost.
+        locks = {protocol.submission_lock(str(sid)): sid for sid in ended}
+        pending = await self.app.connector.execute_query_all_async(
+            "SELECT DISTINCT lock FROM procrastinate_jobs WHERE queue_name = %(queue)s"
+            " AND status IN ('todo', 'doing') AND lock = ANY(%(locks)s)",
+            queue=protocol.RESULTS_QUEUE,
+            locks=list(locks),
+        )
+        arriving = {locks[row["lock"]] for row in pending}
+        for submission_id in ended:
+            if submission_id not in arriving:
                 await asyncio.to_thread(self._fail_by_id, submission_id, jobs.queue_gave_up())
 
     async def _recover_stalled_grades(self) -> None:
