@@ -8,7 +8,11 @@ given paths where the sandbox uid can reach them (see below); set the rlimits; d
 sandbox uid/gid with no supplementary groups; with "parent", die with that process (the
 parent-death signal is set after the uid change, which clears it, and the parent checked after,
 so an owner that died before this point is noticed too: bwrap's own --die-with-parent comes only
-once it runs); exec the command with exactly the given environment.
+once it runs); exec the command with exactly the given environment and a fresh signal state:
+no signal blocked, none ignored. Both survive exec, so without this the sandbox would start with
+whatever its starter held at that moment: a host thread in `system()` ignores SIGINT and SIGQUIT
+while its child runs, and a sandbox started then handed SIGQUIT ignored to the supervisor's
+zygote and every rank it forked (a spawned rank, started a moment apart, had it at default).
 
 Any failure before the exec is written to "status_fd" (where bwrap later writes its JSON status)
 and ends the wrapper with status 125.
@@ -24,6 +28,7 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 from dataclasses import asdict, dataclass, field, fields
 
@@ -180,7 +185,22 @@ def enter(spec: ExecSpec) -> None:
         _check(_libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl")
         if os.getppid() != parent:
             raise SystemExit("rdv-sandbox: its owner is gone")
+    _fresh_signals()
     os.execve(spec.argv[0], spec.argv, spec.env)
+
+
+def _fresh_signals() -> None:
+    """Every signal at its default action and none blocked, as a process started on its own has
+    them (a Python program then ignores SIGPIPE and SIGXFSZ again itself)."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # the real-time signals glibc keeps for itself
+            continue
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 if __name__ == "__main__":

@@ -48,6 +48,31 @@ def test_plain_program_runs_in_work_dir_and_its_files_come_back(tmp_path: Path) 
     assert (tmp_path / "result.txt").read_text() == "FROM THE GRADER"
 
 
+def test_a_signal_the_grader_ignores_is_at_default_in_the_sandbox(tmp_path: Path) -> None:
+    """A grader thread in `system()` ignores SIGQUIT for the whole process while its child runs;
+    a sandbox started in that moment still starts with it at default (ignored dispositions
+    survive exec: the exec wrapper resets them)."""
+    import signal
+
+    before = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+    try:
+        out = run_python(
+            tmp_path,
+            """
+            import json, signal
+            status = dict(l.split(":\\t", 1) for l in open("/proc/self/status") if ":\\t" in l)
+            print(json.dumps({"handler": int(signal.getsignal(signal.SIGQUIT)),
+                              "ignored": int(status["SigIgn"], 16)}))
+            """,
+        )
+    finally:
+        signal.signal(signal.SIGQUIT, before)
+    assert out.exit_code == 0, out.output
+    seen = last_json(out.output)
+    assert seen["handler"] == int(signal.SIG_DFL)
+    assert not seen["ignored"] & (1 << (signal.SIGQUIT - 1)), hex(seen["ignored"])
+
+
 def test_runs_as_unprivileged_host_uid(tmp_path: Path) -> None:
     marker = token()
     seen: dict[str, int] = {}

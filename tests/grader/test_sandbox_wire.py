@@ -26,6 +26,25 @@ def test_an_exec_spec_round_trips_and_the_wrapper_runs_it() -> None:
     assert (done.returncode, done.stdout) == (0, "hello\n")
 
 
+def test_the_wrapper_hands_on_no_ignored_or_blocked_signal() -> None:
+    """Ignored and blocked signals survive exec: the wrapper clears both, whatever its starter
+    held (here SIGQUIT and SIGINT ignored, as a thread in `system()` leaves them, and SIGUSR2
+    blocked)."""
+    spec = ExecSpec(argv=["/bin/cat", "/proc/self/status"], env={}, parent=None)
+    starter = (
+        "import os, signal, sys\n"
+        "signal.signal(signal.SIGQUIT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])\n"
+        "os.execv(sys.argv[1], sys.argv[1:])\n"
+    )
+    argv = [sys.executable, "-c", starter, *wrapper_argv(spec)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    status = dict(line.split(":\t", 1) for line in done.stdout.splitlines() if ":\t" in line)
+    assert int(status["SigIgn"], 16) == 0, status["SigIgn"]
+    assert int(status["SigBlk"], 16) == 0, status["SigBlk"]
+
+
 @pytest.mark.parametrize(
     "text",
     [

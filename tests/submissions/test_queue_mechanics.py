@@ -11,7 +11,9 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
+from app.submissions.models import Submission
 from app.submissions.queue import ProcrastinateBackend
+from grader import queue_protocol as protocol
 from grader.contract import ExerciseSpec
 from tests.submissions.helpers import (
     SessionFactory,
@@ -20,8 +22,6 @@ from tests.submissions.helpers import (
     wait_for,
     wait_for_event,
 )
-from app.submissions.models import Submission
-from grader import queue_protocol as protocol
 from tests.submissions.queue_fixtures import Workers, conninfo
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
