@@ -226,8 +226,9 @@ class Pool:
         return missing
 
     def _cores_to_spare(self) -> bool:
-        """Whether a sandbox can start beside the grading's largest launch (starting one is an
-        interpreter per spare rank importing torch: on fewer cores it slows that launch)."""
+        """Whether a sandbox can start beside the grading's largest launch (starting one is its
+        supervisor's interpreter importing torch, ~3 CPU-s, whatever its ranks: with no core
+        beside that launch's ranks it slows that launch)."""
         largest = max((launch_cores(k) for k in self.plan), default=1)
         return usable_cores() > largest
 
