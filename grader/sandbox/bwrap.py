@@ -282,7 +282,10 @@ class BwrapBox(Readiness):
         finally:
             self._release()
         if not taken:
-            log.warning("a warm sandbox ended before taking its job; starting a cold one")
+            if req.cancel is not None and req.cancel.is_set():
+                log.info("a warm sandbox stopped before its job: the launch was cancelled")
+            else:
+                log.warning("a warm sandbox ended before taking its job; starting a cold one")
             return None
         return self._outcome(status, oom, timed_out, duration)
 

@@ -339,7 +339,10 @@ class DockerBox(Readiness):
         finally:
             self.destroy()
         if not taken:
-            log.warning("a warm container ended before taking its job; starting a cold one")
+            if req.cancel is not None and req.cancel.is_set():
+                log.info("a warm container stopped before its job: the launch was cancelled")
+            else:
+                log.warning("a warm container ended before taking its job; starting a cold one")
             return None
         return self._outcome(timed_out, duration, oom)
 
