@@ -41,8 +41,11 @@ def test_the_wrapper_hands_on_no_ignored_or_blocked_signal() -> None:
     argv = [sys.executable, "-c", starter, *wrapper_argv(spec)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
     status = dict(line.split(":\t", 1) for line in done.stdout.splitlines() if ":\t" in line)
-    assert int(status["SigIgn"], 16) == 0, status["SigIgn"]
-    assert int(status["SigBlk"], 16) == 0, status["SigBlk"]
+    # The standard signals; 32 and 33 are glibc's own (its threads' cancel and setxid), out of a
+    # Python program's reach, and a pytest-xdist worker holds 32 ignored.
+    standard = (1 << 31) - 1
+    assert int(status["SigIgn"], 16) & standard == 0, status["SigIgn"]
+    assert int(status["SigBlk"], 16) & standard == 0, status["SigBlk"]
 
 
 @pytest.mark.parametrize(
