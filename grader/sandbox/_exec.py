@@ -10,9 +10,10 @@ parent-death signal is set after the uid change, which clears it, and the parent
 so an owner that died before this point is noticed too: bwrap's own --die-with-parent comes only
 once it runs); exec the command with exactly the given environment and a fresh signal state:
 no signal blocked, none ignored. Both survive exec, so without this the sandbox would start with
-whatever its starter held at that moment: a host thread in `system()` ignores SIGINT and SIGQUIT
-while its child runs, and a sandbox started then handed SIGQUIT ignored to the supervisor's
-zygote and every rank it forked (a spawned rank, started a moment apart, had it at default).
+whatever its starter held at that moment (a thread in `system()`, for one, ignores SIGINT and
+SIGQUIT for its whole process while its child runs). One full test run saw a cold sandbox hand
+SIGQUIT ignored to its zygote and every rank it forked, where a sandbox started a moment apart
+had it at default; which code of that test process ignored it was not found.
 
 Any failure before the exec is written to "status_fd" (where bwrap later writes its JSON status)
 and ends the wrapper with status 125.
