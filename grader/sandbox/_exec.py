@@ -199,7 +199,7 @@ def _fresh_signals() -> None:
         try:
             if signal.getsignal(sig) == signal.SIG_IGN:
                 signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):  # the real-time signals glibc keeps for itself
+        except (OSError, ValueError):  # one the kernel will not let us change
             continue
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 

@@ -64,7 +64,13 @@ from grader.sandbox.bwrap_plan import (
 )
 from grader.sandbox.cgroups import JobCgroup
 from grader.sandbox.limits import rlimits_for
-from grader.sandbox.prepared import PreparedOutput, Readiness, drain, supervisor_wait_argv
+from grader.sandbox.prepared import (
+    PreparedOutput,
+    Readiness,
+    drain,
+    log_untaken,
+    supervisor_wait_argv,
+)
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap, wrapper_argv
 from grader.sandbox.seccomp import filter_program
 from grader.sandbox.users import SandboxUser, acquire_user
@@ -282,10 +288,7 @@ class BwrapBox(Readiness):
         finally:
             self._release()
         if not taken:
-            if req.cancel is not None and req.cancel.is_set():
-                log.info("a warm sandbox stopped before its job: the launch was cancelled")
-            else:
-                log.warning("a warm sandbox ended before taking its job; starting a cold one")
+            log_untaken("sandbox", req)
             return None
         return self._outcome(status, oom, timed_out, duration)
 

@@ -49,7 +49,7 @@ from grader.sandbox.base import (
 )
 from grader.sandbox.docker_work import WorkVolume, start_container
 from grader.sandbox.limits import NOFILE
-from grader.sandbox.prepared import PreparedOutput, Readiness, supervisor_wait_argv
+from grader.sandbox.prepared import PreparedOutput, Readiness, log_untaken, supervisor_wait_argv
 from grader.sandbox.process import DRAIN_AFTER_EXIT_S, OutputCap
 from grader.sandbox.reaper import LABEL_ROLE, sandbox_labels, worker_container
 from grader.sandbox.workdir import remove_special
@@ -339,10 +339,7 @@ class DockerBox(Readiness):
         finally:
             self.destroy()
         if not taken:
-            if req.cancel is not None and req.cancel.is_set():
-                log.info("a warm container stopped before its job: the launch was cancelled")
-            else:
-                log.warning("a warm container ended before taking its job; starting a cold one")
+            log_untaken("container", req)
             return None
         return self._outcome(timed_out, duration, oom)
 

@@ -6,14 +6,26 @@ is kept for the log); after, the launch's OutputCap. A cold launch attaches its 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
 import time
 
 from grader.launch.wire import READY
-from grader.sandbox.base import Preparation
+from grader.sandbox.base import Preparation, SandboxRequest
 from grader.sandbox.process import OutputCap
+
+log = logging.getLogger(__name__)
+
+
+def log_untaken(what: str, req: SandboxRequest) -> None:
+    """Say why a prepared `what` ("sandbox", "container") never took `req`'s launch: the launch
+    was cancelled (nothing more runs), or the box ended first (the launch then runs cold)."""
+    if req.cancel is not None and req.cancel.is_set():
+        log.info("a warm %s stopped before its job: the launch was cancelled", what)
+    else:
+        log.warning("a warm %s ended before taking its job; starting a cold one", what)
 
 
 class PreparedOutput:

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -52,8 +53,6 @@ def test_a_signal_the_grader_ignores_is_at_default_in_the_sandbox(tmp_path: Path
     """A grader thread in `system()` ignores SIGQUIT for the whole process while its child runs;
     a sandbox started in that moment still starts with it at default (ignored dispositions
     survive exec: the exec wrapper resets them)."""
-    import signal
-
     before = signal.signal(signal.SIGQUIT, signal.SIG_IGN)
     try:
         out = run_python(
