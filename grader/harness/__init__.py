@@ -26,3 +26,9 @@ def stack_name(rank: int, attempt: int) -> str:
 def replay_name(rank: int, step: int = 1) -> str:
     """The replay data of `rank` for the window that ends with its optimizer step `step`."""
     return f"replay-{rank}-s{step}.pt"
+
+
+def replay_done_name(rank: int, attempt: int) -> str:
+    """Written by `rank` when its program has ended in `attempt` (torchelastic's restart count):
+    every replay file it will save is there."""
+    return f"replay-{rank}-a{attempt}-done"

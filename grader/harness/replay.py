@@ -21,6 +21,7 @@ shows there even though the replay, using the learner's own cotangents, agrees w
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import sys
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from grader.harness import replay_name
+from grader.harness import replay_done_name, replay_name
 from grader.harness.loss_weight import call_weight, root_weight
 from grader.harness.tracer import Tracer
 
@@ -387,6 +388,14 @@ def save_window(tracer: Tracer, optimizer: Any) -> None:
         st["off"] = f"the inputs could not be stored ({type(exc).__name__})"
         if tracer.rank == 0:
             shared(tracer)["windows"][st["step"]]["off"] = st["off"]
+
+
+def mark_done(tracer: Tracer) -> None:
+    """After the program: this rank saves no more replay data. Rank 0's replay stops waiting for
+    a window this rank never reached (a rank that ran out of batches inside `Join` takes fewer
+    steps) as soon as it sees this, not at its deadline."""
+    with contextlib.suppress(OSError):
+        (tracer.trace_dir / replay_done_name(tracer.rank, tracer.attempt)).touch()
 
 
 def saving_closure(tracer: Tracer, optimizer: Any, closure: Any) -> Any:

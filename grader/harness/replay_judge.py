@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from grader.events import Replay
-from grader.harness import replay_name
+from grader.harness import replay_done_name, replay_name
 from grader.harness.micro_mean import mean_step_numbers, micro_loss_weight
 from grader.harness.replay import shared, state
 from grader.harness.tracer import Tracer
@@ -101,18 +101,25 @@ def run_replays(tracer: Tracer) -> list[Replay]:
 
 
 def _load_ranks(tracer: Tracer, step: int, deadline: float) -> dict[int, dict[str, Any]]:
+    """Every rank's saved data for `step`, waiting for ranks still running until `deadline`; a
+    rank that has ended without saving it (`replay_done_name`) is not waited for."""
     world = tracer.world_size
     data: dict[int, dict[str, Any]] = {}
+    never: set[int] = set()
     with _programs_main(shared(tracer)["main"]):
         while True:
-            for r in range(world):
+            for r in set(range(world)) - set(data) - never:
+                # The marker first: a rank saves its files before it writes the marker.
+                ended = (tracer.trace_dir / replay_done_name(r, tracer.attempt)).exists()
                 path = tracer.trace_dir / replay_name(r, step)
-                if r not in data and path.exists():
+                if path.exists():
                     with contextlib.suppress(Exception):
                         data[r] = _raw_load()(path, weights_only=False)
-            if len(data) == world or time.monotonic() >= deadline:
+                elif ended:
+                    never.add(r)
+            if len(data) + len(never) == world or time.monotonic() >= deadline:
                 return data
-            time.sleep(0.2)
+            time.sleep(0.05)
 
 
 def _replay_window(tracer: Tracer, step: int, window: dict[str, Any], deadline: float) -> Replay:

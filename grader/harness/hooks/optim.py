@@ -186,6 +186,7 @@ def install(tracer: Tracer) -> None:
         wrap(owner, "clip_grads_with_norm_", make_clip_with_norm)
 
     def finish() -> None:
+        replay.mark_done(tracer)
         if tracer.rank == 0:
             try:
                 outcomes = replay_judge.run_replays(tracer)
