@@ -8,9 +8,13 @@ resolve inside bwrap, and the job hangs) and node 0 is told it hosts the rendezv
 (`is_host`; otherwise both try to bind the port and one falls back after an error).
 
 The supervisor runs `launch_nodes(...)`; each node is `python -m grader.inside.multinode
-SPEC.json` (a child process: one elastic agent per process). Rank logs are written as
-`<log_dir>/node<N>/<run>/attempt_<A>/<global rank>/stdout.log`, so the supervisor's tailer, which
-reads `attempt_<A>/<rank>/`, sees global ranks.
+SPEC.json` (one elastic agent per process), which the supervisor's zygote forks through the rank
+shim, as it forks a rank (grader.inside.spares): the node's environment is taken over before the
+agent forks the zygote of its own ranks, so a warm sandbox prepared for any single-node launch
+serves a multi-node one too. Without a zygote, each node is a new interpreter.
+
+Rank logs are written as `<log_dir>/node<N>/<run>/attempt_<A>/<global rank>/stdout.log`, so the
+supervisor's tailer, which reads `attempt_<A>/<rank>/`, sees global ranks.
 """
 
 from __future__ import annotations
@@ -22,27 +26,15 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from grader.inside.spares import (
-    SPARE_FD_ENV,
-    Spares,
-    SpareServer,
-    hand_over,
-    ready_and_receive,
-    serve,
-)
+from grader.inside.spares import SpareServer, node_command, serve
 from grader.inside.zygote import Zygote, fork_zygote
 from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import NodeResult, NodeSpec
 
 JOIN_TIMEOUT_S = 60
-
-
-def node_command(python: str) -> list[str]:
-    return [python, "-u", "-m", "grader.inside.multinode"]
 
 
 def free_port() -> int:
@@ -58,13 +50,13 @@ def launch_nodes(
     max_restarts: int,
     log_dir: Path,
     entry_args: list[str],
-    node_spares: list[Spares] | None = None,
+    server: SpareServer | None = None,
 ) -> tuple[dict[int, int | None], str | None, int]:
     """Run the job on `nnodes` agents; (exit code per failed global rank, launcher error, ranks
-    spare interpreters served). `node_spares`: per node, agents a warm supervisor started ahead
-    (each with its own spare ranks); a node without one gets a new process."""
+    the agents' zygotes forked). With the supervisor's rank `server`, its zygote forks each agent
+    (through the rank shim, as a rank); without one, or where it cannot, each is an interpreter."""
     port, run_id = free_port(), uuid.uuid4().hex
-    children: list[Callable[[], object]] = []
+    children: list[subprocess.Popen[bytes]] = []
     for node in range(nnodes):
         spec = NodeSpec(
             node=node,
@@ -80,17 +72,14 @@ def launch_nodes(
         path = log_dir.parent / f".node{node}-{run_id}.json"
         log_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(spec.to_json())
-        argv = [*node_command(sys.executable), str(path)]
+        args = [*node_command(sys.executable)[1:], str(path)]
+        if server is not None:
+            args = server.entry_args(args)
+        command = [sys.executable, *args]
         env = node_env(node, nproc_per_node)
-        spare = node_spares[node].take() if node_spares and node < len(node_spares) else None
-        if spare is not None and hand_over(spare, argv, env, (0, 1, 2)):
-            children.append(spare.proc.wait)
-            continue
-        if spare is not None:
-            spare.discard()
-        children.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env).wait)
-    for wait in children:
-        wait()
+        children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env))
+    for proc in children:
+        proc.wait()
     served = 0
     failures: dict[int, int | None] = {}
     errors = []
@@ -183,19 +172,9 @@ def run_node(spec: NodeSpec, server: SpareServer | None = None) -> NodeResult:
     return NodeResult()
 
 
-def start_node_spares(nnodes: int, nproc_per_node: int) -> list[Spares]:
-    """A warm supervisor's agents for a job of `nnodes` nodes of `nproc_per_node` ranks, one per
-    node, each in its node's environment (its zygote forked in that environment)."""
-    found = []
-    for node in range(nnodes):
-        spares = Spares(node_command(sys.executable))
-        spares.start(1, node_env(node, nproc_per_node))
-        found.append(spares)
-    return found
-
-
 def _preload_and_fork() -> Zygote | None:
-    """A node agent's imports (the launcher, and what its ranks import), then its zygote."""
+    """A node agent's imports (the launcher, and what its ranks import: already there in an agent
+    the supervisor's zygote forked), then its zygote, forked in its node's environment."""
     import torch.distributed.launcher.api  # noqa: F401
 
     preload_ranks()
@@ -204,13 +183,6 @@ def _preload_and_fork() -> Zygote | None:
 
 def main(argv: list[str]) -> int:
     zygote = _preload_and_fork()
-    if SPARE_FD_ENV in os.environ:  # a node agent started ahead: wait to become a node
-        taken = ready_and_receive()
-        if taken is None:
-            if zygote is not None:
-                zygote.close()
-            return 0
-        argv = taken[taken.index("grader.inside.multinode") + 1 :]
     path = Path(argv[0])
     spec = NodeSpec.from_json(path.read_text())
     path.unlink()
@@ -229,4 +201,9 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The node's result is written: skip the interpreter's teardown with torch loaded (1-2 s
+    # that the supervisor, waiting for every node, would add to the launch).
+    os._exit(code)

@@ -1,17 +1,16 @@
-"""How ranks reach the learner's program without an interpreter start each, and the processes a
-warm supervisor starts ahead of its job.
+"""How ranks and node agents reach their code without an interpreter start each.
 
-Ranks: torch's elastic agent starts each rank through its own process handling, with
-inside/rank_shim.py as the command (`SpareServer.entry_args`): a bare interpreter that connects to
-this process's `SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1,
-2 (SCM_RIGHTS). The zygote (grader.inside.zygote) forks the rank with them; the shim, which the
+torch's elastic agent starts each rank through its own process handling, with inside/rank_shim.py
+as the command (`SpareServer.entry_args`): a bare interpreter that connects to this process's
+`SpareServer` and hands over the rank's argv, environment, cwd and descriptors 0, 1, 2
+(SCM_RIGHTS). The zygote (grader.inside.zygote) forks the rank with them; the shim, which the
 agent holds, relays the agent's signals to the rank's process group and ends as the rank ended
 (its exit code, or death by its signal). A rank the zygote cannot serve (none, it died, an
 unexpected command) is the shim's own `execv` of the real command: a cold start.
 
-Spares (`Spares`): processes started ahead that wait to be handed their process the same way
-(`hand_over`, `ready_and_receive`): a simulated multi-node job's node agents
-(grader.inside.multinode), each a fresh interpreter with its own zygote.
+A simulated multi-node job's node agents (grader.inside.multinode) start the same way: the
+supervisor runs each node's command through the shim, and its zygote forks the agent, which forks
+a zygote of its own for its ranks.
 """
 
 from __future__ import annotations
@@ -19,164 +18,30 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from grader.inside.rank_shim import COLD, SERVED, STATUS
-from grader.inside.zygote import ForkedRank, Zygote, close_all, receive, take_over
-from grader.launch.wire import SpareHandover
+from grader.inside.zygote import NODE_MODULE, ForkedRank, Zygote, close_all, receive
 
 log = logging.getLogger(__name__)
 
-SPARE_FD_ENV = "RDV_SPARE_FD"
-READY_BYTE = b"R"
-# How long a spare still importing is waited for before the work starts without it.
-READY_WAIT_S = 60.0
 # The agent's per-rank command when a zygote forks the ranks: `python -I -S SHIM SOCKET ARGS...`.
 SHIM = str(Path(__file__).with_name("rank_shim.py"))
 
 
-@dataclass
-class Spare:
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    ready: bool = False
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        """True once the spare said it is ready; False if it died or did not say so in time."""
-        deadline = time.monotonic() + timeout_s
-        while not self.ready:
-            if self.proc.poll() is not None:
-                return False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            readable, _, _ = select.select([self.sock], [], [], min(left, 0.2))
-            if readable:
-                got = self.sock.recv(1)
-                if got != READY_BYTE:  # EOF: it is dying
-                    return False
-                self.ready = True
-        return self.proc.poll() is None
-
-    def discard(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, 9)
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
-
-
-class Spares:
-    """Processes a warm supervisor started ahead, each to be handed one process (a node agent)."""
-
-    def __init__(self, command: list[str]) -> None:
-        self.command = command
-        self.lock = threading.Lock()
-        self.idle: list[Spare] = []
-        self.closed = False
-
-    def start(self, count: int, env: dict[str, str] | None = None) -> None:
-        """Start `count` spares, in `env` (default: ours)."""
-        for _ in range(count):
-            spare = self._spawn(os.environ if env is None else env)
-            if spare is None:
-                continue
-            with self.lock:
-                if not self.closed:
-                    self.idle.append(spare)
-                    continue
-            spare.discard()  # started as the spares were closed
-
-    def _spawn(self, env: Mapping[str, str]) -> Spare | None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            proc = subprocess.Popen(
-                self.command,
-                env={**env, SPARE_FD_ENV: str(theirs.fileno())},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
-                start_new_session=True,  # as torch starts a worker: its own process group
-            )
-        except OSError:
-            log.exception("could not start a spare")
-            ours.close()
-            return None
-        finally:
-            theirs.close()
-        return Spare(proc, ours)
-
-    def take(self) -> Spare | None:
-        """A ready spare (waiting for one still importing), or None."""
-        while True:
-            with self.lock:
-                if not self.idle:
-                    return None
-                spare = self.idle.pop(0)
-            if spare.wait_ready(READY_WAIT_S):
-                return spare
-            spare.discard()
-
-    def close(self) -> None:
-        with self.lock:
-            idle, self.idle = self.idle, []
-            self.closed = True
-        for spare in idle:
-            spare.discard()
-
-
-def hand_over(
-    spare: Spare,
-    argv: list[str],
-    env: dict[str, str],
-    fds: tuple[int, int, int],
-    cwd: str | None = None,
-) -> bool:
-    """Give a ready spare its process: argv, environment, cwd and descriptors 0, 1 and 2."""
-    message = SpareHandover(tuple(argv), env, cwd or os.getcwd()).to_json().encode()
-    try:
-        socket.send_fds(spare.sock, [len(message).to_bytes(8, "big")], list(fds))
-        spare.sock.sendall(message)
-    except OSError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            spare.sock.close()
-    return True
-
-
-def ready_and_receive() -> list[str] | None:
-    """The spare's side (call it once its imports are done): say it is ready, wait for its
-    process, and take it over: descriptors 0, 1 and 2, the cwd, the whole environment (ours is
-    cleared) and `sys.orig_argv`. Its argv, or None when the spare was let go unused."""
-    fd = int(os.environ.pop(SPARE_FD_ENV))
-    sock = socket.socket(fileno=fd)
-    try:
-        sock.sendall(READY_BYTE)
-        got = receive(sock)
-    except OSError:
-        got = None
-    finally:
-        sock.close()
-    if got is None:
-        return None
-    return take_over(*got)
-
-
 def rank_command(python: str) -> list[str]:
-    """The command torch's agent runs for a rank (grader.inside.supervisor), and a spare's own."""
+    """The command torch's agent runs for a rank (grader.inside.supervisor)."""
     return [python, "-u", "-m", "grader.harness", "main.py"]
+
+
+def node_command(python: str) -> list[str]:
+    """A simulated multi-node job's node agent, before its spec path (grader.inside.multinode)."""
+    return [python, "-u", "-m", NODE_MODULE]
 
 
 class SpareServer:
@@ -221,8 +86,10 @@ class SpareServer:
             message, fds = got
             rank = None
             try:
-                if list(message.argv[1:4]) == rank_command(sys.executable)[1:4]:
-                    rank = self.zygote.fork_rank(message, (fds[0], fds[1], fds[2]))
+                kind = list(message.argv[1:4])
+                is_rank = kind == rank_command(sys.executable)[1:4]
+                if is_rank or kind == node_command(sys.executable)[1:4]:
+                    rank = self.zygote.fork_rank(message, (fds[0], fds[1], fds[2]), is_rank)
                 conn.sendall(SERVED if rank is not None else COLD)
             except OSError:
                 if rank is not None:  # the shim is gone: so is its rank

@@ -28,7 +28,7 @@ from typing import Any
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.ranklogs import OutputTailer, read_traces
-from grader.inside.spares import READY_WAIT_S, Spares, rank_command, serve
+from grader.inside.spares import rank_command, serve
 from grader.inside.zygote import Zygote, fork_zygote
 from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
@@ -56,11 +56,9 @@ class Supervisor:
         self,
         cfg: SupervisorConfig,
         zygote: Zygote | None = None,
-        node_spares: list[Spares] | None = None,
     ) -> None:
         self.cfg = cfg
         self.zygote = zygote
-        self.node_spares = node_spares
         self.node_spare_ranks = 0
         self.frames = Frames(cfg.nonce)
         self.trace_dir = Path(tempfile.mkdtemp(prefix=".rdv-"))
@@ -103,18 +101,23 @@ class Supervisor:
 
         cfg = self.cfg
         args = [*rank_command(sys.executable)[1:], *cfg.script_args]
-        if cfg.nnodes > 1:  # a simulated multi-node job
+        server = serve(self.zygote)
+        if cfg.nnodes > 1:  # a simulated multi-node job: the zygote forks each node's agent
             from grader.inside.multinode import launch_nodes
 
             nnodes = cfg.nnodes
-            self.failures, error, self.node_spare_ranks = launch_nodes(
-                nnodes=nnodes,
-                nproc_per_node=cfg.world_size // nnodes,
-                max_restarts=cfg.max_restarts,
-                log_dir=self.log_dir,
-                entry_args=args,
-                node_spares=self.node_spares,
-            )
+            try:
+                self.failures, error, self.node_spare_ranks = launch_nodes(
+                    nnodes=nnodes,
+                    nproc_per_node=cfg.world_size // nnodes,
+                    max_restarts=cfg.max_restarts,
+                    log_dir=self.log_dir,
+                    entry_args=args,
+                    server=server,
+                )
+            finally:
+                if server is not None:
+                    server.close()
             if error and not self.timed_out:
                 self.launch_error = error
             return
@@ -130,7 +133,6 @@ class Supervisor:
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(self.log_dir), redirects=Std.ALL, tee=Std.NONE),
         )
-        server = serve(self.zygote)
         if server is not None:  # each rank forked by the zygote, through grader.inside.rank_shim
             args = server.entry_args(args)
         try:
@@ -346,57 +348,44 @@ def _make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
-def parse_args(argv: list[str]) -> tuple[Path | None, float | None, int, int, bool]:
-    """(config path, or None with --wait), --wait seconds, --ranks-per-node, --nodes, and
-    whether ranks fork from a zygote (--spawn-ranks: each an interpreter torch starts, as
-    torchrun does; for comparisons)."""
-    config, wait, per_node, nodes, fork = None, None, 1, 1, True
+def parse_args(argv: list[str]) -> tuple[Path | None, float | None, bool]:
+    """(config path, or None with --wait), --wait seconds, and whether ranks fork from a zygote
+    (--spawn-ranks: each an interpreter torch starts, as torchrun does; for comparisons)."""
+    config, wait, fork = None, None, True
     for arg in argv:
         if arg == "--spawn-ranks":
             fork = False
         elif arg.startswith("--wait="):
             wait = float(arg.split("=", 1)[1])
-        elif arg.startswith("--ranks-per-node="):
-            per_node = max(1, int(arg.split("=", 1)[1]))
-        elif arg.startswith("--nodes="):
-            nodes = max(1, int(arg.split("=", 1)[1]))
         elif not arg.startswith("-") and config is None:
             config = Path(arg)
         else:
             raise ValueError(arg)
     if (config is None) == (wait is None):
         raise ValueError("give a config file or --wait")
-    return config, wait, per_node, nodes, fork
+    return config, wait, fork
 
 
 def main(argv: list[str]) -> int:
     _make_undumpable()
     try:
-        path, wait, per_node, nodes, fork = parse_args(argv)
+        path, wait, fork = parse_args(argv)
     except ValueError:
         print(
             "usage: python -m grader.inside.supervisor [--spawn-ranks] CONFIG.json"
-            " | --wait=SECONDS [--nodes=N --ranks-per-node=N]",
+            " | --wait=SECONDS",
             file=sys.stderr,
         )
         return 2
-    node_spares: list[Spares] = []
     zygote: Zygote | None = None
-    if nodes > 1:  # a warm simulated multi-node job: one agent per node, each with its zygote
-        from grader.inside.multinode import start_node_spares
-
-        node_spares = start_node_spares(nodes, per_node)  # their imports run beside ours
-    if nodes > 1 or not fork:  # no zygote of ours: the launcher alone
+    if not fork:  # no zygote of ours: the launcher alone
         import torch.distributed.launcher.api  # noqa: F401
     else:
         preload()
         # Before a thread of ours starts or the job's config is read: what the zygote holds,
-        # every rank holds.
+        # every rank (and every node agent of a multi-node job) holds.
         zygote = fork_zygote()
     if wait is not None:
-        for group in node_spares:
-            for spare in list(group.idle):
-                spare.wait_ready(READY_WAIT_S)
         print(READY, flush=True)
         path = wait_for_config(wait)
         if path is None:
@@ -411,18 +400,9 @@ def main(argv: list[str]) -> int:
     os.environ.update(cfg.env)
     for name in cfg.env_unset:
         os.environ.pop(name, None)
-    if zygote is not None and cfg.nnodes != 1:  # the node agents fork their own ranks
-        zygote.close()
-        zygote = None
-    if node_spares and cfg.nnodes != len(node_spares):
-        for group in node_spares:
-            group.close()
-        node_spares = []
     try:
-        Supervisor(cfg, zygote, node_spares or None).run()
+        Supervisor(cfg, zygote).run()
     finally:
-        for group in node_spares:
-            group.close()
         if zygote is not None:
             zygote.close()
     return 0

@@ -156,9 +156,12 @@ class Zygote:
         self.lock = threading.Lock()
         self.served = 0
 
-    def fork_rank(self, message: SpareHandover, fds: tuple[int, int, int]) -> ForkedRank | None:
-        """A rank forked with this argv, environment, cwd and descriptors 0, 1 and 2; None when
-        the zygote could not (the caller starts the rank cold)."""
+    def fork_rank(
+        self, message: SpareHandover, fds: tuple[int, int, int], rank: bool = True
+    ) -> ForkedRank | None:
+        """A rank (or, with `rank` False, a node agent: its argv says which) forked with this
+        argv, environment, cwd and descriptors 0, 1 and 2; None when the zygote could not (the
+        caller starts the process cold). `served` counts the ranks."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         data = message.to_json().encode()
         try:
@@ -176,8 +179,9 @@ class Zygote:
         if got is None or got[:1] != b"P":
             ours.close()
             return None
-        with self.lock:
-            self.served += 1
+        if rank:
+            with self.lock:
+                self.served += 1
         return ForkedRank(PID.unpack(got)[1], ours)
 
     def close(self) -> None:
@@ -341,7 +345,7 @@ def _become_rank(message: SpareHandover, fds: list[int]) -> NoReturn:
         reply.close()
         argv = take_over(message, fds[:3])
         _fresh_process_state()
-        code = RUN_RANK(argv)
+        code = (RUN_NODE if NODE_MODULE in argv else RUN_RANK)(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -366,6 +370,20 @@ def run_harness(argv: list[str]) -> int:
 
 # What a forked rank runs, given its full argv (tests swap it for a plain runpy of the file).
 RUN_RANK: Callable[[list[str]], int] = run_harness
+
+# A simulated multi-node job's node agent (`python -u -m grader.inside.multinode SPEC.json`).
+NODE_MODULE = "grader.inside.multinode"
+
+
+def run_node(argv: list[str]) -> int:
+    """A node agent's command in this process: it forks a zygote of its own (this process is a
+    fresh fork, one thread, everything imported) in its node's environment, and runs the node."""
+    from grader.inside.multinode import main
+
+    return main(argv[argv.index(NODE_MODULE) + 1 :])
+
+
+RUN_NODE: Callable[[list[str]], int] = run_node
 
 
 def _fresh_process_state() -> None:

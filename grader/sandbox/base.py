@@ -132,15 +132,13 @@ OutputCallback = Callable[[str], None]
 class Preparation:
     """What a prepared sandbox is started with, before any job is known: the limits, devices and
     environment a launch fixes when its sandbox starts, and the supervisor it waits in (its zygote
-    forks any number of ranks; with `nodes` > 1 an agent per node for `spares` ranks each,
+    forks any number of ranks, and the node agents of a simulated multi-node job,
     grader.inside.multinode)."""
 
     limits: Limits
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
     idle_s: float  # the supervisor gives up (and the sandbox ends) after this long unassigned
-    spares: int = 0
-    nodes: int = 1
 
 
 class Prepared(Protocol):

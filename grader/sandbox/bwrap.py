@@ -115,7 +115,6 @@ class BwrapSandbox:
             supervisor_wait_argv(prep),
             idle_s=prep.idle_s,
         )
-        box.spares, box.nodes = prep.spares, prep.nodes
         box.start(None, None)
         return box
 
@@ -135,7 +134,6 @@ class BwrapBox(Readiness):
     ) -> None:
         self.bwrap, self.limits, self.gpus, self.env = bwrap, limits, list(gpus), dict(env)
         self.argv, self.idle_s = argv, idle_s
-        self.spares, self.nodes = 0, 1
         self.started = 0.0
         self.prepared = False  # started before its launch was known
         self.user: SandboxUser | None = None

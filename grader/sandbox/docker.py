@@ -181,7 +181,6 @@ class DockerSandbox:
             supervisor_wait_argv(prep),
             idle_s=prep.idle_s,
         )
-        box.spares, box.nodes = prep.spares, prep.nodes
         box.start(None, None)
         return box
 
@@ -202,7 +201,6 @@ class DockerBox(Readiness):
         self.limits, self.gpus, self.env, self.argv = limits, list(gpus), dict(env), argv
         self.image, self.user, self.connect = backend.image, backend.user, backend.connect
         self.idle_s = idle_s
-        self.spares, self.nodes = 0, 1
         self.started = 0.0
         self.prepared = False
         self.work: WorkVolume | None = None

@@ -76,12 +76,8 @@ def drain(fd: int, output: PreparedOutput) -> None:
 
 def supervisor_wait_argv(prep: Preparation) -> list[str]:
     """A prepared sandbox's command: the supervisor waits up to `idle_s` for a job, its zygote
-    forked (grader.inside.zygote) or, for a simulated job of several `nodes`, an agent per node
-    (each with its zygote) for `spares` ranks per node."""
-    argv = [*supervisor_argv(), f"--wait={prep.idle_s:.0f}"]
-    if prep.nodes > 1:
-        argv += [f"--nodes={prep.nodes}", f"--ranks-per-node={max(1, prep.spares)}"]
-    return argv
+    forked (grader.inside.zygote)."""
+    return [*supervisor_argv(), f"--wait={prep.idle_s:.0f}"]
 
 
 def supervisor_argv() -> list[str]:

@@ -57,14 +57,10 @@ def test_pool_size_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RDV_WARM_POOL")
     reset()
     monkeypatch.setattr(pool_plan, "_available_mib", lambda: 24 * 1024)
-    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 1)
-    assert pool_plan.pool_size() == 2  # the next launch of a grading ready while one runs
-    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 2)
-    assert pool_plan.default_size() == 3  # two launches at once, and the next one ready
-    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 3)
-    assert pool_plan.default_size() == 3
-    monkeypatch.setattr(pool_plan, "usable_cores", lambda: 64)
-    assert pool_plan.default_size() == pool_plan.MAX_PLAN
+    # Every launch of the longest grading ready ahead, on any number of cores.
+    for cores in (1, 2, 3, 64):
+        monkeypatch.setattr(pool_plan, "usable_cores", lambda cores=cores: cores)
+        assert pool_plan.pool_size() == pool_plan.MAX_PLAN == 4
     # Never more than a quarter of the free memory: none where that is under one sandbox.
     monkeypatch.setattr(pool_plan, "_available_mib", lambda: 4 * pool_plan.IDLE_MIB)
     assert pool_plan.default_size() == 1
@@ -307,25 +303,27 @@ def test_a_warm_sandbox_starts_as_its_key_says(tmp_path: Path) -> None:
     from grader.sandbox.prepared import supervisor_wait_argv
 
     prep = WarmKey.for_request(request(tmp_path), ranks=2).preparation(60)
-    assert (prep.spares, prep.nodes, prep.idle_s) == (2, 1, 60)
+    assert prep.idle_s == 60 and prep.limits == request(tmp_path).limits
     assert isinstance(pool_plan.sandbox_for(pool_plan.BWRAP), BwrapSandbox)
     docker_key = WarmKey.for_request(request(tmp_path), ("docker", "img", "1:1"), 1, 2)
     docker = pool_plan.sandbox_for(docker_key.backend)
     assert isinstance(docker, DockerSandbox) and (docker.image, docker.user) == ("img", "1:1")
     argv = supervisor_wait_argv(docker_key.preparation(60))
-    assert argv[-3:] == ["--wait=60", "--nodes=2", "--ranks-per-node=1"]
+    assert argv[-1] == "--wait=60"  # a 2-node launch's sandbox is the same as any other's
     assert argv[1:4] == ["-u", "-m", "grader.inside.supervisor"]  # the ranks' interpreter flags
-    assert "--nodes=1" not in supervisor_wait_argv(prep)
+    assert supervisor_wait_argv(prep) == argv
 
 
-def test_one_sandbox_serves_a_launch_of_any_size_on_one_node(tmp_path: Path) -> None:
-    """Its zygote forks as many ranks as the launch has: keys differ only in nodes (and, for
-    several nodes, ranks per node: each node's agent is started for its share of the GPUs)."""
+def test_one_sandbox_serves_a_launch_of_any_size_and_any_nodes(tmp_path: Path) -> None:
+    """Its zygote forks as many ranks as the launch has, and for a simulated multi-node job
+    each node's agent: keys differ in neither."""
     req = request(tmp_path)
     assert WarmKey.for_request(req, ranks=2) == WarmKey.for_request(req, ranks=3)
     assert len({WarmKey.for_request(req, ranks=r) for r in (1, 2, 3)}) == 1
-    assert WarmKey.for_request(req, ranks=1, nodes=2) != WarmKey.for_request(req, ranks=2)
-    assert WarmKey.for_request(req, ranks=1, nodes=2) != WarmKey.for_request(req, ranks=2, nodes=2)
+    assert WarmKey.for_request(req, ranks=1, nodes=2) == WarmKey.for_request(req, ranks=2)
+    assert WarmKey.for_request(req, ranks=1, nodes=2) == WarmKey.for_request(req, ranks=2, nodes=2)
+    other = request(tmp_path, pids=999)  # a limit fixed when the sandbox starts
+    assert WarmKey.for_request(other, ranks=2) != WarmKey.for_request(req, ranks=2)
 
 
 def test_a_hinted_exercise_becomes_the_pools_plan() -> None:

@@ -1,6 +1,6 @@
 """How ranks start (grader/inside/zygote.py, grader/inside/spares.py, grader/inside/rank_shim.py):
-torch's agent starts each rank as the shim, which hands it to the server; the zygote forks it.
-Node agents started ahead (`Spares`). The sandboxed end-to-end proof is
+torch's agent starts each rank as the shim, which hands it to the server; the zygote forks it,
+and a simulated multi-node job's node agents the same way. The sandboxed end-to-end proof is
 tests/grader/test_warm_fidelity.py; here the hand-over itself, outside any sandbox, with the zygote
 in a process of its own (tests/grader/zygote_host.py: a pytest worker runs threads, and a zygote is
 forked only where none runs)."""
@@ -24,30 +24,9 @@ import pytest
 
 from grader.harness import TRACE_DIR_ENV, stack_name
 from grader.inside import spares, zygote
-from grader.inside.spares import Spares, rank_command
+from grader.inside.spares import node_command, rank_command
 
 ROOT = Path(__file__).resolve().parents[2]
-# A spare of the protocol only: says it is ready, then blocks until it is killed.
-WAITING = [sys.executable, "-c", "import os, socket, time\n"
-           "s = socket.socket(fileno=int(os.environ['RDV_SPARE_FD'])); s.sendall(b'R')\n"
-           "time.sleep(600)"]  # fmt: skip
-
-
-@pytest.fixture
-def pool() -> Iterator[list[Spares]]:
-    made: list[Spares] = []
-    yield made
-    for s in made:
-        s.close()
-
-
-def started(pool: list[Spares], command: list[str], count: int) -> Spares:
-    s = Spares(command)
-    pool.append(s)
-    s.start(count)
-    return s
-
-
 @dataclass
 class Host:
     """A zygote and its server in a process of their own (tests/grader/zygote_host.py)."""
@@ -86,23 +65,6 @@ def host() -> Iterator[Host]:
     if made.proc.poll() is None:
         made.proc.kill()
         made.proc.wait(30)
-
-
-def test_a_spare_that_dies_before_it_is_ready_serves_nothing(pool: list[Spares]) -> None:
-    s = started(pool, [sys.executable, "-c", "raise SystemExit(1)"], 2)
-    assert s.take() is None
-    assert s.idle == []
-
-
-def test_a_ready_spare_is_taken_once(pool: list[Spares]) -> None:
-    s = started(pool, WAITING, 1)
-    taken = s.take()
-    assert taken is not None and taken.ready and taken.proc.poll() is None
-    assert s.take() is None
-    taken.discard()
-    s.close()
-    s.start(1)  # started after close: not kept
-    assert s.idle == []
 
 
 def shim(
@@ -180,6 +142,30 @@ def test_the_shim_hands_its_rank_to_the_zygote_and_ends_with_its_code(
     assert seen["argv"] == ["main.py", "--lr", "0.1"] and seen["rank"] == "1"
     assert seen["cwd"] == str(tmp_path) and seen["pid"] != proc.pid
     assert host.served() == 1
+
+
+def test_a_node_agent_is_forked_in_the_environment_its_shim_handed_over(
+    host: Host, tmp_path: Path
+) -> None:
+    """A multi-node job's node agent goes through the shim as a rank does (its node's own
+    environment, its GPU slice among it, taken over before it forks its ranks' zygote); it is
+    not counted as a rank the zygote served."""
+    (tmp_path / "main.py").write_text("")
+    log = tmp_path / "node1.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", spares.SHIM, host.path,
+             *node_command(sys.executable)[1:], "spec.json"],
+            cwd=tmp_path,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": "2,3"},
+            stdout=out,
+            start_new_session=True,
+        )  # fmt: skip
+    assert proc.wait(60) == 5
+    seen = json.loads(log.read_text())
+    assert seen["argv"][-4:] == ["-u", "-m", "grader.inside.multinode", "spec.json"]
+    assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "2,3" and seen["pid"] != proc.pid
+    assert host.served() == 0
 
 
 def test_each_rank_writes_to_its_own_descriptors(host: Host, tmp_path: Path) -> None:

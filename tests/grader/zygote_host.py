@@ -4,10 +4,13 @@ path; when its stdin closes, closes both and prints how many ranks the zygote fo
 
 `plain`: ranks run their file with runpy, no harness, nothing imported ahead (the shim, the server
 and the zygote are under test). `harness`: what a supervisor does (the ranks' imports ahead, the
-harness's entrypoint)."""
+harness's entrypoint). A node agent's command (`-u -m grader.inside.multinode`) runs
+`plain_node` in `plain` mode."""
 
 from __future__ import annotations
 
+import json
+import os
 import runpy
 import sys
 
@@ -25,9 +28,16 @@ def plain(argv: list[str]) -> int:
     return 0
 
 
+def plain_node(argv: list[str]) -> int:
+    """A node agent's stand-in: says what it was handed, ends with code 5."""
+    print(json.dumps({"argv": argv, "env": dict(os.environ), "pid": os.getpid()}), flush=True)
+    return 5
+
+
 def main(mode: str) -> int:
     if mode == "plain":
         zygote.RUN_RANK = plain
+        zygote.RUN_NODE = plain_node
     else:
         zygote.preload()
     forked = zygote.fork_zygote()
