@@ -149,6 +149,17 @@ async def coming(
     return specs
 
 
+async def pending_grades(conn: psycopg.AsyncConnection[Any], queue: str, at_most: int = 8) -> int:
+    """How many grade jobs of `queue` wait for a worker, counted up to `at_most`."""
+    found = await conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM procrastinate_jobs WHERE queue_name = %s "
+        "AND task_name = %s AND status = 'todo' LIMIT %s) AS waiting",
+        (queue, GRADE_TASK, at_most),
+    )
+    row = await found.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def recover_stalled_grades(
     app: procrastinate.App, *, seconds_since_heartbeat: float, by: str
 ) -> int:

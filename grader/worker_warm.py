@@ -4,8 +4,10 @@ A worker grades one job at a time, and each grading tells the pool its own launc
 (`grader.api.grade`). Between gradings the worker looks at what is coming on its queue
 (`grader.queue_protocol.coming`: the pending jobs first, then the exercises learners opened in the
 web app, which it records with `send_hint`) and has the pool ready the launches of the most
-likely one: a 2-node job's agents, or the limits of an exercise that differs from the last one
-graded. A job it has nothing warm for still starts at once, cold; it never waits for the pool.
+likely one (the limits of an exercise that differs from the last one graded). It also tells the
+pool how many jobs wait, graded or not: with a backlog the pool starts their sandboxes during a
+grading, one per core at once. A job it has nothing warm for still starts at once, cold; it never
+waits for the pool.
 """
 
 from __future__ import annotations
@@ -48,7 +50,10 @@ class QueueWarmer:
             self.grading.clear()
 
     async def look(self, conn: psycopg.AsyncConnection[Any]) -> ExerciseSpec | None:
-        """One look at the queue: the pool is told what comes next, if that is new to it."""
+        """One look at the queue: the pool is told how many jobs wait (with some waiting it
+        starts their sandboxes during a grading too) and, between gradings, what comes next, if
+        that is new to it."""
+        self.pool.queued(await protocol.pending_grades(conn, self.queue))
         if self.grading.is_set():
             return None
         specs = await protocol.coming(conn, self.queue, limit=1)

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Queued submissions counted for the grader's pool (more change nothing: it starts a sandbox per
+# refill thread whenever any wait).
+WAITING_LOOK = 8
+
 GradeFn = Callable[..., Result]  # grade(job, *, on_event=...) -> Result
 
 
@@ -147,6 +151,7 @@ class LocalBackend:
         """Claim and start what fits now; returns how many jobs started (tests, benchmarks)."""
         free = self._concurrency - len(self._active)
         if free <= 0:
+            self._tell_pool_what_waits()
             return 0
         with self._uow() as session:
             ids = [s.id for s in repo.next_queued(session, limit=free, undispatched_only=False)]
@@ -161,7 +166,18 @@ class LocalBackend:
             assert self._pool is not None
             self._pool.submit(self._run, submission)
             started += 1
+        self._tell_pool_what_waits()
         return started
+
+    def _tell_pool_what_waits(self) -> None:
+        """How many submissions wait behind the running ones: with some waiting, the grader's
+        pool starts their sandboxes during the gradings (grader.sandbox.pool.Pool.queued)."""
+        pool = self._grader_pool
+        if pool is None:
+            return
+        with self._uow() as session:
+            waiting = repo.queued_count(session, at_most=WAITING_LOOK)
+        pool.queued(waiting)
 
     def _dispatch_loop(self) -> None:
         beat_every = self._lease_seconds / 3

@@ -136,6 +136,12 @@ def next_queued(session: Session, *, limit: int, undispatched_only: bool) -> Seq
     return session.scalars(query.order_by(Submission.created_at, Submission.id).limit(limit)).all()
 
 
+def queued_count(session: Session, *, at_most: int) -> int:
+    """How many submissions wait to be graded, counted up to `at_most`."""
+    query = select(Submission.id).where(Submission.status == QUEUED).limit(at_most)
+    return len(session.scalars(query).all())
+
+
 def claim(session: Session, *, submission_id: uuid.UUID, owner: str, now: datetime) -> int:
     """queued -> running for `owner`, counting the attempt."""
     result = session.execute(

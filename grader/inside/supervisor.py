@@ -11,7 +11,6 @@ runs as the same user, never learns the nonce that names the report and marks th
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 
 from grader.events import End, Fatal, Start, parse_all
 from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
+from grader.inside.config_wait import wait_for_config
 from grader.inside.ranklogs import OutputTailer, read_traces
 from grader.inside.spares import rank_command, serve
 from grader.inside.zygote import Zygote, fork_zygote
@@ -317,22 +317,6 @@ def preload() -> None:
     import grader.inside.inspect_ckpt  # noqa: F401
 
     preload_ranks()
-
-
-def wait_for_config(idle_seconds: float) -> Path | None:
-    """A warm supervisor waits in the job dir until the host drops the job's config there. A
-    config is taken only once it parses as a whole JSON object: bwrap's host renames it into
-    place, but Docker's archive API writes it in place, so it may be seen half-written."""
-    deadline = time.monotonic() + idle_seconds
-    while time.monotonic() < deadline:
-        for found in sorted(Path(".").glob(".rdv-config-*.json")):
-            try:
-                if isinstance(json.loads(found.read_text()), dict):
-                    return found
-            except (OSError, ValueError):
-                pass  # not all there yet
-        time.sleep(0.02)
-    return None
 
 
 def _make_undumpable() -> None:

@@ -291,8 +291,9 @@ def _serve(control: socket.socket) -> None:
     open_ = True
     while open_ or children:
         readable: list[socket.socket] = []
-        if open_:
-            readable, _, _ = select.select([control], [], [], REAP_EVERY_S)
+        if open_:  # with no rank to reap, it sleeps until the next request (an idle sandbox)
+            wait = REAP_EVERY_S if children else None
+            readable, _, _ = select.select([control], [], [], wait)
         else:
             time.sleep(REAP_EVERY_S)
         _reap(children)

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 EXPIRY_MARGIN_S = 60.0
 # How long a launch waits for a sandbox the pool is starting before it starts a cold one.
 WAIT_FOR_STARTING_S = 120.0
+# Refill threads at most (sandboxes starting at once while gradings are queued).
+MAX_STARTERS = 4
 # The log line of every launch a warm sandbox served (`make scale-test` counts them).
 SERVED_LOG = "a warm sandbox served a launch: %s"
 
@@ -91,21 +93,30 @@ class Pool:
         self.sandboxes = sandboxes or (lambda backend: sandbox_for(backend, self.bwrap))
         self.cond = threading.Condition()
         self.idle: list[tuple[WarmKey, Prepared]] = []
-        self.starting: WarmKey | None = None
+        self.starting: list[WarmKey] = []  # keys the refill threads are starting now
         # The launches this process is making, in order (one grading's plan): the pool keeps the
         # next `size` of them ready, cycling.
         self.plan: list[WarmKey] = []
         self.position = 0  # launches of the plan the current grading has made
         self.requested: WarmKey | None = None
         self.busy = 0  # launches running in a sandbox of this pool
+        self.waiting = 0  # gradings the owner has queued behind the running ones (`queued`)
         self.closed = False
         self.stats = PoolStats()
         self.backoff_until = 0.0
         # Removes what the prepared sandboxes leave if this process dies (grader.sandbox.keeper).
         self.keeper: Keeper | None = Keeper() if refill else None
-        self.thread = threading.Thread(target=self._refill, name="warm-pool", daemon=True)
+        # One refill thread per core (at most MAX_STARTERS): with gradings queued, sandboxes
+        # start side by side. Each thread stays for the pool's life: bwrap's --die-with-parent
+        # follows the thread that started it.
+        starters = max(1, min(MAX_STARTERS, usable_cores()))
+        self.threads = [
+            threading.Thread(target=self._refill, name=f"warm-pool-{i}", daemon=True)
+            for i in range(starters)
+        ]
         if refill:
-            self.thread.start()
+            for thread in self.threads:
+                thread.start()
 
     def __enter__(self) -> Pool:
         return self
@@ -125,6 +136,15 @@ class Pool:
             if keys and keys != self.plan:
                 self.plan = list(keys)
                 self.position = 0
+                self.cond.notify_all()
+
+    def queued(self, count: int) -> None:
+        """The owner has `count` gradings waiting behind the ones running: their sandboxes are
+        needed anyway, so the pool refills during a grading and starts one per refill thread
+        at once (the machine's cores then go to gradings and starts alike, not idle between)."""
+        with self.cond:
+            if count != self.waiting:
+                self.waiting = max(0, count)
                 self.cond.notify_all()
 
     def acquire(self, key: WarmKey, wait_s: float = WAIT_FOR_STARTING_S) -> Prepared | None:
@@ -147,7 +167,7 @@ class Pool:
                         return sandbox
                 # One of `key` is starting, or the refill thread is about to start one.
                 pending = (
-                    self.starting == key
+                    key in self.starting
                     or any(k == key and s.alive() and not s.ready() for k, s in self.idle)
                     or (self.requested == key and time.monotonic() >= self.backoff_until)
                 )
@@ -184,8 +204,9 @@ class Pool:
             self.cond.notify_all()
         for _key, sandbox in idle:
             self._destroy(sandbox)
-        if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(WAIT_FOR_STARTING_S)  # a sandbox it is starting is destroyed too
+        for thread in self.threads:
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(WAIT_FOR_STARTING_S)  # a sandbox it is starting is destroyed too
         if self.keeper is not None:
             self.keeper.close()
 
@@ -215,8 +236,8 @@ class Pool:
         return [self.plan[i % len(self.plan)] for i in range(self.size)]
 
     def _missing(self) -> list[WarmKey]:
-        """Desired keys the idle pool lacks, in plan order."""
-        have = [k for k, _s in self.idle]
+        """Desired keys the idle pool lacks (and no refill thread is starting), in plan order."""
+        have = [k for k, _s in self.idle] + self.starting
         missing = []
         for key in self._desired():
             if key in have:
@@ -238,10 +259,12 @@ class Pool:
         with no core to spare only what that grading still needs (a sandbox for later gradings
         would take the cores from its launches)."""
         stale: list[Prepared] = []
+        if len(self.starting) >= (len(self.threads) if self.waiting else 1):
+            return None, stale  # as many starting as the pool runs at once
         if self.requested is not None:
             key: WarmKey | None = self.requested
-        elif self.busy and not self._cores_to_spare():
-            have = [k for k, _s in self.idle]
+        elif self.busy and not self._cores_to_spare() and not self.waiting:
+            have = [k for k, _s in self.idle] + self.starting
             key = None
             for wanted in self.plan[self.position :]:
                 if wanted not in have:
@@ -258,7 +281,7 @@ class Pool:
         for wanted in self._desired():
             if wanted in surplus:
                 surplus.remove(wanted)
-        while len(self.idle) >= self.size:
+        while len(self.idle) + len(self.starting) >= self.size:
             victim = next((i for i, (k, _s) in enumerate(self.idle) if k in surplus), None)
             if victim is None and key == self.requested:
                 victim = next((i for i, (k, _s) in enumerate(self.idle) if k != key), None)
@@ -280,7 +303,7 @@ class Pool:
                 key, dropped = self._next_key()
                 stale += dropped
                 if key is not None:
-                    self.starting = key
+                    self.starting.append(key)
                     if self.requested == key:
                         self.requested = None
             for sandbox in stale:
@@ -310,7 +333,7 @@ class Pool:
         except Exception:
             log.exception("could not start a warm sandbox; launches start cold for a while")
             with self.cond:
-                self.starting = None
+                self.starting.remove(key)
                 self.stats.failed_starts += 1
                 self.backoff_until = time.monotonic() + 30
                 self.cond.notify_all()
@@ -319,7 +342,7 @@ class Pool:
         if self.keeper is not None and leftovers is not None:
             self.keeper.keep(str(id(sandbox)), leftovers())
         with self.cond:
-            self.starting = None
+            self.starting.remove(key)
             if self.closed:
                 closed = True
             else:

@@ -1,7 +1,7 @@
 """A small fake of the Docker engine for the warm Docker sandbox's unit tests: volumes held in
 memory, holder containers that speak the archive API (tar streams), and sandbox containers whose
 "supervisor" says READY, waits for a whole config in its volume, takes it (as
-`grader.inside.supervisor.wait_for_config` does), writes a report and exits. The real engine runs in
+`grader.inside.config_wait` does), writes a report and exits. The real engine runs in
 `make scale-test`."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.contract import Limits
-from grader.inside.supervisor import wait_for_config
+from grader.inside.config_wait import wait_for_config
 from grader.sandbox import pool_plan
 from grader.sandbox.base import Preparation, SandboxRequest
 from grader.sandbox.docker import ROLE_WARM, DockerBox, DockerSandbox, container_kwargs

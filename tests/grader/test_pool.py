@@ -288,6 +288,38 @@ def test_without_a_core_beside_its_launches_the_pool_refills_between_gradings(
     assert pool._next_key()[0] == two
 
 
+def test_with_gradings_queued_the_pool_refills_during_one_a_sandbox_per_core_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backlog (the owner's `queued`) needs the sandboxes anyway: on 2 cores, during a
+    grading whose launch takes both, two start side by side instead of none until it ends."""
+    from grader.sandbox import pool as pool_module
+
+    monkeypatch.setattr(pool_module, "usable_cores", lambda: 2)
+    two = key(tmp_path, 2)
+    pool = planner(4, two)
+    assert len(pool.threads) == 2  # one refill thread per core
+    pool.busy, pool.position = 1, 1  # lesson 2's one launch runs
+    assert pool._next_key()[0] is None  # nothing queued: refill once it ends
+    pool.queued(5)
+    assert pool._next_key()[0] == two
+    pool.starting.append(two)
+    assert pool._next_key()[0] == two  # the second refill thread starts one too
+    pool.starting.append(two)
+    assert pool._next_key()[0] is None  # one per thread
+    pool.idle += [(two, Idle()), (two, Idle())]  # type: ignore[list-item]
+    pool.starting.clear()
+    assert pool._next_key()[0] == two
+    pool.idle += [(two, Idle()), (two, Idle())]  # type: ignore[list-item]
+    assert pool._next_key()[0] is None  # full: the pool's size holds
+    pool.idle = []
+    pool.queued(0)
+    pool.busy = 0
+    assert pool._next_key()[0] == two
+    pool.starting.append(two)
+    assert pool._next_key()[0] is None  # no backlog: one start at a time
+
+
 def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
     two, three = key(tmp_path, 2), key(tmp_path, 3)
     pool = planner(1, two)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from app.submissions import service
 from app.submissions.backends import LocalBackend
 from app.submissions.models import Submission, SubmissionEvent
-from grader.contract import ExerciseSpec
+from grader.contract import ExerciseSpec, GradeEvent, Job, Result
 from tests.auth.factories import create_user
 from tests.submissions.fakes import FakeGrader
 
@@ -264,3 +264,45 @@ def test_a_pool_that_cannot_start_never_fails_the_learners_request(
 
     monkeypatch.setattr(grader.api, "hint_exercise", unavailable)
     owning(object()).hint_exercise("ddp-fundamentals/train")
+
+
+class CountsQueued:
+    """The grader pool's side the backend tells how many submissions wait."""
+
+    def __init__(self) -> None:
+        self.told: list[int] = []
+
+    def queued(self, count: int) -> None:
+        self.told.append(count)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_pool_is_told_how_many_submissions_wait_behind_the_running_one(
+    uow: SessionFactory, backend_factory: Callable[..., LocalBackend]
+) -> None:
+    """With a backlog the grader's pool starts the next gradings' sandboxes during this one
+    (grader.sandbox.pool.Pool.queued); once it is drained, it is told so."""
+    gate = threading.Event()
+    grader = FakeGrader(gate=gate)
+
+    def grade(job: Job, *, on_event: Callable[[GradeEvent], None], pool: object) -> Result:
+        return grader(job, on_event=on_event)
+
+    backend = backend_factory(grade=grade, concurrency=1)
+    pool = CountsQueued()
+    backend._grader_pool = pool  # type: ignore[assignment]
+    ids = [new_submission(uow) for _ in range(3)]
+    backend.wake()
+    assert grader.started.wait(60)
+    deadline = time.monotonic() + 60  # a hang guard
+    while 2 not in pool.told and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 2 in pool.told  # one running, two waiting
+    gate.set()
+    for submission_id in ids:
+        wait_for(uow, submission_id, "done")
+    while pool.told[-1] != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.told[-1] == 0

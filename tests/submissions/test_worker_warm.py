@@ -36,6 +36,10 @@ class RecordingPool:
 
     def __init__(self) -> None:
         self.plans: list[list[tuple[int, int]]] = []
+        self.waiting: list[int] = []
+
+    def queued(self, count: int) -> None:
+        self.waiting.append(count)
 
     def prewarm(self, plan: list[tuple[Any, tuple[int, int]]], backend: tuple[str, ...]) -> None:
         self.plans.append([spares for _request, spares in plan])
@@ -114,9 +118,11 @@ def test_an_idle_worker_readies_what_comes_and_a_grading_one_does_not(dsn: str) 
     assert pool.plans == [plan_of(ENV_LAUNCH)] and (1, 2) in pool.plans[0]
     assert run(warmer.look, dsn) is None and len(pool.plans) == 1  # nothing new
 
+    assert pool.waiting[-1] == 0
     with warmer.job():  # the grading tells the pool its own launches
         defer_grade(dsn, EVALUATE)
         assert run(warmer.look, dsn) is None and len(pool.plans) == 1
+        assert pool.waiting[-1] == 1  # but hears of the job waiting: it refills meanwhile
     # Done: the pending job comes before any hint.
     assert run(warmer.look, dsn) == load_spec(EVALUATE)
     assert pool.plans[-1] == plan_of(EVALUATE)
