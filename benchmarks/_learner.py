@@ -293,6 +293,11 @@ def tree_cpu_ticks(root: int) -> tuple[int, frozenset[int]]:
     return ticks, frozenset(pids)
 
 
+def trees_cpu_s(roots: list[int]) -> float:
+    """CPU-seconds used so far by the processes under `roots` (see `tree_cpu_ticks`)."""
+    return sum(tree_cpu_ticks(root)[0] for root in roots) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_idle(roots: list[int], quiet_s: float = 2.0, timeout_s: float = 300.0) -> float:
     """Wait until no process under any of `roots` starts, ends or uses more than 5% of a core
     for `quiet_s` (a pool that refills is then full and waiting); returns the seconds waited,

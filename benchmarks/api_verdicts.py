@@ -261,6 +261,8 @@ async def throughput(bench: Bench, single: float | None) -> None:
     ]
     code = solution(LESSON2)
     await bench.idle()
+    roots = server.pids
+    cpu_before = _learner.trees_cpu_s(roots)
     start = time.perf_counter()
     verdicts = await asyncio.gather(
         *(
@@ -270,6 +272,8 @@ async def throughput(bench: Bench, single: float | None) -> None:
     )
     total = time.perf_counter() - start
     at = load()
+    refilled = await bench.idle()  # the pool's refills after the last grading, counted in
+    cpu = (_learner.trees_cpu_s(roots) - cpu_before) / max(1, queued)
     reached = [v for v in verdicts if v.verdict_s is not None]
     stored = 0
     for i, verdict in enumerate(verdicts):
@@ -290,6 +294,13 @@ async def throughput(bench: Bench, single: float | None) -> None:
         f"throughput, {server.label}: {queued} lesson-2 solutions posted at once by "
         f"{len(learners)} learners (cap {cap} in flight each): last verdict after {total:.1f} s "
         f"(load {at:.2f})"
+    )
+    bound = queued * cpu / cores
+    print(
+        f"  CPU per graded submission (server{' and workers' if server.workers else ''}, every "
+        f"process under them, the pool's refills included, idle again {refilled:.1f} s after): "
+        f"{cpu:.2f} CPU-s; {queued} x that / {cores} cores = {bound:.1f} s, the CPU-seconds bound: "
+        f"the last verdict came at {total / bound if bound else 0:.2f}x it"
     )
     if single is not None:
         ideal = queued * single / cores

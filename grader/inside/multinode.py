@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.inside.spares import SpareServer, node_command, serve
-from grader.inside.zygote import Zygote, fork_zygote
+from grader.inside.zygote import Zygote, fork_zygote, without_gc
 from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import NodeResult, NodeSpec
 
@@ -175,9 +175,10 @@ def run_node(spec: NodeSpec, server: SpareServer | None = None) -> NodeResult:
 def _preload_and_fork() -> Zygote | None:
     """A node agent's imports (the launcher, and what its ranks import: already there in an agent
     the supervisor's zygote forked), then its zygote, forked in its node's environment."""
-    import torch.distributed.launcher.api  # noqa: F401
+    with without_gc():
+        import torch.distributed.launcher.api  # noqa: F401
 
-    preload_ranks()
+        preload_ranks()
     return fork_zygote()
 
 

@@ -29,7 +29,7 @@ from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV
 from grader.inside.config_wait import wait_for_config
 from grader.inside.ranklogs import OutputTailer, read_traces
 from grader.inside.spares import rank_command, serve
-from grader.inside.zygote import Zygote, fork_zygote
+from grader.inside.zygote import Zygote, fork_zygote, without_gc
 from grader.inside.zygote import preload as preload_ranks
 from grader.launch.wire import READY, Frame, RankReport, Report, SupervisorConfig
 
@@ -312,11 +312,12 @@ def preload() -> None:
     """What a supervisor imports before it forks its zygote and before a job arrives (no torch op
     runs): its own needs, the launcher and the checkpoint inspection, and what every rank imports
     (grader.inside.zygote.preload)."""
-    import torch.distributed.launcher.api  # noqa: F401
+    with without_gc():
+        import torch.distributed.launcher.api  # noqa: F401
 
-    import grader.inside.inspect_ckpt  # noqa: F401
+        import grader.inside.inspect_ckpt  # noqa: F401
 
-    preload_ranks()
+        preload_ranks()
 
 
 def _make_undumpable() -> None:

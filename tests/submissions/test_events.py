@@ -151,3 +151,35 @@ def test_an_open_stream_ends_when_its_token_is_revoked(
                         auth_service.revoke(device)
                     session.flush()
     assert kinds == ["queued", "signed_out"]
+
+
+def test_a_queued_submissions_stream_looks_less_often_the_longer_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every quiet look at a queued submission waits 1.5 times longer (up to QUEUED_POLL_MAX_S);
+    a new queue position or running again looks every `poll_seconds`."""
+    import asyncio
+
+    from app.submissions import sse
+
+    looks = iter(
+        [sse.Snapshot(True, "queued", 5, None, 0, [])] * 8
+        + [sse.Snapshot(True, "queued", 4, None, 0, [])]
+        + [sse.Snapshot(True, "running", None, None, 1, [(1, "status", {"status": "running"})])]
+        + [sse.Snapshot(True, "running", None, None, 1, [])]
+        + [sse.Snapshot(True, "done", None, None, 1, [(2, "done", {"status": "pass"})])]
+    )
+    monkeypatch.setattr(sse, "_snapshot", lambda *args: next(looks))
+    delays: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        delays.append(round(seconds, 3))
+
+    monkeypatch.setattr(sse.asyncio, "sleep", no_wait)
+
+    async def follow() -> list[str]:
+        return [chunk async for chunk in sse.stream(lambda: None, uuid.uuid4())]  # type: ignore[arg-type, return-value]
+
+    asyncio.run(follow())
+    assert delays[:8] == [0.2, 0.3, 0.45, 0.675, 1.013, 1.519, 2.0, 2.0]
+    assert delays[8:] == [0.2, 0.2, 0.2]  # a new position, then running: every poll_seconds
