@@ -146,6 +146,9 @@ class Bench:
     bare_loads: list[float] = field(default_factory=list)
     runs: dict[tuple[str, int], Measured] = field(default_factory=dict)
     ok: bool = True
+    # The throughput run's figures: seconds to the last verdict, CPU-s per grading, lost, load.
+    throughput: tuple[float, float, int, float] | None = None
+    idle_pss_mib: float | None = None
 
     def roots(self) -> list[int]:
         return [pid for server in self.servers for pid in server.pids]
@@ -241,6 +244,7 @@ async def idle_memory(bench: Bench) -> None:
         for worker in server.workers:
             mem = mem + _learner.tree_memory(worker.pid)
         pss = "unreadable" if mem.pss_mib is None else f"{mem.pss_mib:.0f} MiB"
+        bench.idle_pss_mib = mem.pss_mib
         print(
             f"  {server.label}: {mem.processes} processes under the server "
             f"{dict(sorted(mem.names.items()))}, RSS {mem.rss_mib:.0f}"
@@ -296,6 +300,7 @@ async def throughput(bench: Bench, single: float | None) -> None:
         f"(load {at:.2f})"
     )
     bound = queued * cpu / cores
+    bench.throughput = (total, cpu, queued - len(reached), at)
     print(
         f"  CPU per graded submission (server{' and workers' if server.workers else ''}, every "
         f"process under them, the pool's refills included, idle again {refilled:.1f} s after): "
@@ -316,7 +321,7 @@ async def throughput(bench: Bench, single: float | None) -> None:
         bench.ok = False
 
 
-async def run(opts: Options) -> bool:
+async def run(opts: Options) -> Bench:
     exercises = list(opts.exercises) or graded_exercises()
     cores = os.cpu_count() or 1
     extra = {} if opts.concurrency is None else {"RDV_GRADING_CONCURRENCY": str(opts.concurrency)}
@@ -368,11 +373,11 @@ async def run(opts: Options) -> bool:
                     single = median([v.verdict_s for v in last])
                 await throughput(bench, single)
             print(f"baseline for the ratios: {base:.2f} s; load at the end {load():.2f}")
-    return bench.ok
+    return bench
 
 
 def main(argv: list[str]) -> int:
     opts = parse_args(argv)
-    ok = asyncio.run(run(opts))
+    ok = asyncio.run(run(opts)).ok
     print("api_verdicts:", "ok" if ok else "FAILED (a solution did not pass, or one was lost)")
     return 0 if ok else 1
