@@ -5,7 +5,7 @@
 | RDV_SANDBOX               | bwrap                     | the sandbox: bwrap, docker, none (tests) |
 | RDV_JOBS_DIR              | the system temp dir       | where job dirs are made (2)              |
 | RDV_GPUS                  | the /dev/nvidiaN found    | GPUs this worker may use, e.g. 0,1       |
-| RDV_WARM_POOL             | by the cores, 2 to 4 (1)  | sandboxes started ahead; 0: all cold     |
+| RDV_WARM_POOL             | 4, by memory (1)          | sandboxes started ahead; 0: all cold     |
 | RDV_WARM_IDLE_S           | 600                       | seconds before an unused one is replaced |
 | RDV_PARALLEL_LAUNCHES     | by the cores (3)          | launches of one grading at once          |
 | RDV_SANDBOX_UID_BASE      | 3900000                   | bwrap as root: the first uid of jobs     |
@@ -17,8 +17,8 @@
 | RDV_QUEUE_URL             | RDV_DATABASE_URL          | a queue worker's PostgreSQL URL          |
 
 Each is the field of `GraderSettings` named like the variable without `RDV_`, in lower case.
-(1) One warm sandbox per core and one more than the launches at once (3), at least 2, at most 4,
-within a quarter of the free memory.
+(1) As many as the longest grading makes launches (4: env-launch), within a quarter of the free
+memory.
 (2) With docker, a path the engine sees as well. The worker's flags `--sandbox`, `--gpus` and
 `--dsn` override `RDV_SANDBOX`, `RDV_GPUS` and `RDV_QUEUE_URL`.
 (3) One on a single core, 2 on 2 to 5 cores, one more per 4 cores beyond (grader.launch.schedule).

@@ -234,7 +234,7 @@ def _recv_exactly(sock: socket.socket, size: int, got: bytes = b"") -> bytes:
 
 
 def receive(sock: socket.socket, nfds: int = 3) -> tuple[SpareHandover, list[int]] | None:
-    """One hand-over (hand_over's, the rank shim's or the server's to the zygote) and its
+    """One hand-over (the rank shim's to the server, or the server's to the zygote) and its
     `nfds` descriptors; None for anything else (a closed socket, a damaged message, another
     number of descriptors)."""
     fds: list[int] = []

@@ -74,5 +74,6 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
 
 def spares_for(launch: Launch) -> tuple[int, int]:
     """(ranks per node, nodes) of `launch`, for its warm sandbox (grader.sandbox.pool_plan.WarmKey):
-    one zygote forks any number of ranks; a simulated multi-node job gets an agent per node."""
+    the cores it keeps busy; any prepared sandbox serves it (its zygote forks the ranks, or each
+    node's agent)."""
     return launch.world_size // launch.nnodes, launch.nnodes

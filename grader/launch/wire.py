@@ -459,7 +459,7 @@ class NodeResult:
 class SpareHandover:
     """A rank handed over (grader.inside.spares): what it becomes, sent over a Unix socket with
     its descriptors 0, 1 and 2, from the rank shim to the server and from the server to the
-    zygote, and to a node agent started ahead. The rank shim (grader/inside/rank_shim.py,
+    zygote (a rank, or a multi-node job's node agent). The rank shim (grader/inside/rank_shim.py,
     standard library only, no grader import) writes the same three fields."""
 
     argv: tuple[str, ...]
