@@ -259,8 +259,11 @@ class Pool:
         with no core to spare only what that grading still needs (a sandbox for later gradings
         would take the cores from its launches)."""
         stale: list[Prepared] = []
-        if len(self.starting) >= (len(self.threads) if self.waiting else 1):
-            return None, stale  # as many starting as the pool runs at once
+        # One start at a time, one per refill thread with gradings queued or for a launch
+        # waiting for a kind none is starting.
+        urgent = self.requested is not None and self.requested not in self.starting
+        if len(self.starting) >= (len(self.threads) if self.waiting or urgent else 1):
+            return None, stale
         if self.requested is not None:
             key: WarmKey | None = self.requested
         elif self.busy and not self._cores_to_spare() and not self.waiting:

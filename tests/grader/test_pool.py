@@ -318,6 +318,9 @@ def test_with_gradings_queued_the_pool_refills_during_one_a_sandbox_per_core_at_
     assert pool._next_key()[0] == two
     pool.starting.append(two)
     assert pool._next_key()[0] is None  # no backlog: one start at a time
+    other = key(tmp_path, 3)
+    pool.requested = other  # but a launch waiting for a kind none is starting gets its own
+    assert pool._next_key()[0] == other
 
 
 def test_sandboxes_a_new_plan_does_not_want_make_room(tmp_path: Path) -> None:
