@@ -5,15 +5,17 @@ backend (app.submissions.backends.LocalBackend), `python -m grader.worker`, the 
 to `size` sandboxes prepared by their backend (`Sandbox.prepare`, grader.sandbox.bwrap or
 grader.sandbox.docker): the supervisor with torch and the harness imported, waiting for a job.
 `Pool.run` hands a launch to one of them; the sandbox is destroyed after it, and the pool's refill
-thread prepares the next one in the background. No pool (grader.api.grade without one), an empty
+threads prepare the next one in the background. No pool (grader.api.grade without one), an empty
 pool or a prepared sandbox that died: the launcher starts a cold sandbox.
 
 What the pool prepares: the launches of the grading in progress, in order, then those of the
 exercise a learner has open (`want`, from grader.api.hint_exercise) or, without a hint, of the
 last grading (the pool learns its plan from the first launch it is asked for). When a grading
 runs, the pool refills during it only if the machine has cores beside the grading's largest
-launch (`usable_cores`: the CPUs this process may use, within its cgroup's quota); otherwise it
-starts only what that grading still needs and refills after it.
+launch (`usable_cores`: the CPUs this process may use, within its cgroup's quota) or its owner
+has gradings queued (`queued`: then one starts per refill thread at once, a thread per core);
+otherwise it starts only what that grading still needs and refills after it. Any sandbox serves
+any launch of the same fixed limits (`WarmKey`), the 2-node job's included.
 
 Nothing of it outlives its owner: `close()` destroys every prepared sandbox; its keeper
 (grader.sandbox.keeper) removes what an owner killed by SIGKILL left.
@@ -84,7 +86,7 @@ class Pool:
         *,
         idle_s: float = DEFAULT_IDLE_S,
         bwrap: str | None = None,
-        refill: bool = True,  # False: no refill thread (tests of the planning alone)
+        refill: bool = True,  # False: no refill threads (tests of the planning alone)
         sandboxes: Callable[[Backend], Sandbox] | None = None,
     ):
         self.size = size
@@ -165,7 +167,7 @@ class Pool:
                             self.requested = None
                         self.cond.notify_all()
                         return sandbox
-                # One of `key` is starting, or the refill thread is about to start one.
+                # One of `key` is starting, or a refill thread is about to start one.
                 pending = (
                     key in self.starting
                     or any(k == key and s.alive() and not s.ready() for k, s in self.idle)
@@ -197,7 +199,7 @@ class Pool:
         return False
 
     def close(self) -> None:
-        """Destroy every prepared sandbox and end the refill thread and the keeper."""
+        """Destroy every prepared sandbox and end the refill threads and the keeper."""
         with self.cond:
             self.closed = True
             idle, self.idle = self.idle, []
@@ -228,7 +230,7 @@ class Pool:
         pids = [getattr(s, "proc", None) for s in idle]
         return [p.pid for p in pids if p is not None]
 
-    # -- the refill thread (it also starts every sandbox's bwrap: --die-with-parent) --------
+    # -- the refill threads (they also start every sandbox's bwrap: --die-with-parent) ------
     def _desired(self) -> list[WarmKey]:
         """The keys the idle pool should hold: the plan's next `size` launches, cycling."""
         if not self.plan:
