@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from grader.inside import zygote as zygote_mod
 from grader.inside.spares import SpareServer, node_command, serve
 from grader.inside.zygote import Zygote, fork_zygote, without_gc
 from grader.inside.zygote import preload as preload_ranks
@@ -199,6 +200,16 @@ def main(argv: list[str]) -> int:
         result = dataclasses.replace(result, spare_ranks=zygote.served)
     Path(spec.result).write_text(result.to_json())
     return 0
+
+
+def run_forked(argv: list[str]) -> int:
+    """A node agent's command run in a process the supervisor's zygote forked (argv in full):
+    it forks a zygote of its own in its node's environment (everything is imported already),
+    and runs the node."""
+    return main(argv[argv.index(zygote_mod.NODE_MODULE) + 1 :])
+
+
+zygote_mod.RUN_NODE = run_forked
 
 
 if __name__ == "__main__":

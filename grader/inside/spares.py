@@ -25,6 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from grader.inside import zygote as zygote_mod
 from grader.inside.rank_shim import COLD, SERVED, STATUS
 from grader.inside.zygote import NODE_MODULE, ForkedRank, Zygote, close_all, receive
 
@@ -88,7 +89,9 @@ class SpareServer:
             try:
                 kind = list(message.argv[1:4])
                 is_rank = kind == rank_command(sys.executable)[1:4]
-                if is_rank or kind == node_command(sys.executable)[1:4]:
+                is_node = kind == node_command(sys.executable)[1:4]
+                is_node = is_node and zygote_mod.RUN_NODE is not None  # multinode imported
+                if is_rank or is_node:
                     rank = self.zygote.fork_rank(message, (fds[0], fds[1], fds[2]), is_rank)
                 conn.sendall(SERVED if rank is not None else COLD)
             except OSError:

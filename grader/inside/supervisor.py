@@ -315,7 +315,8 @@ def preload() -> None:
     with without_gc():
         import torch.distributed.launcher.api  # noqa: F401
 
-        import grader.inside.inspect_ckpt  # noqa: F401
+        import grader.inside.inspect_ckpt
+        import grader.inside.multinode  # noqa: F401 (the zygote then forks node agents too)
 
         preload_ranks()
 

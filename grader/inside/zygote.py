@@ -363,7 +363,7 @@ def _become_rank(message: SpareHandover, fds: list[int]) -> NoReturn:
         reply.close()
         argv = take_over(message, fds[:3])
         _fresh_process_state()
-        code = (RUN_NODE if NODE_MODULE in argv else RUN_RANK)(argv)
+        code = (RUN_NODE if RUN_NODE is not None and NODE_MODULE in argv else RUN_RANK)(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -393,15 +393,9 @@ RUN_RANK: Callable[[list[str]], int] = run_harness
 NODE_MODULE = "grader.inside.multinode"
 
 
-def run_node(argv: list[str]) -> int:
-    """A node agent's command in this process: it forks a zygote of its own (this process is a
-    fresh fork, one thread, everything imported) in its node's environment, and runs the node."""
-    from grader.inside.multinode import main
-
-    return main(argv[argv.index(NODE_MODULE) + 1 :])
-
-
-RUN_NODE: Callable[[list[str]], int] = run_node
+# What a forked node agent runs, given its full argv: grader.inside.multinode sets it when it is
+# imported, which the supervisor does before it forks the zygote (None: node agents start cold).
+RUN_NODE: Callable[[list[str]], int] | None = None
 
 
 def _fresh_process_state() -> None:

@@ -231,3 +231,5 @@ def test_a_simulated_two_node_job_runs_each_rank_under_its_nodes_agent(
     assert found[0]["agent"] != found[1]["agent"], found
     assert found[0]["zygote"] != found[1]["zygote"], found
     assert {p["zygote"] for p in found.values()}.isdisjoint(p["agent"] for p in found.values())
+    for probe in found.values():  # each agent forked by the supervisor's zygote, not exec'd
+        assert "grader.inside.supervisor" in probe["agent_cmd"], probe
