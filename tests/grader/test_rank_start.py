@@ -27,6 +27,8 @@ from grader.inside import spares, zygote
 from grader.inside.spares import node_command, rank_command
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
 @dataclass
 class Host:
     """A zygote and its server in a process of their own (tests/grader/zygote_host.py)."""

@@ -54,7 +54,6 @@ def test_no_later_window_once_the_saved_data_is_large(tmp_path: Path) -> None:
     assert not replay.sampled(t, 2)
 
 
-
 def ranks_loaded(t: Tracer, step: int, monkeypatch: pytest.MonkeyPatch) -> set[int]:
     """The ranks whose data rank 0's replay loads for `step`, its deadline an hour away: a wait
     for a rank that never comes raises TimeoutError after a few polls (no slow test)."""
