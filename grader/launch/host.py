@@ -20,7 +20,7 @@ from pathlib import Path
 from grader.checks.base import RankView, RunView
 from grader.contract import ExerciseSpec, GradeEvent, Job
 from grader.i18n import msg
-from grader.launch.plan import Launch, plan_launches, spares_for
+from grader.launch.plan import Launch, launch_shape, plan_launches
 from grader.launch.wire import (
     FRAME,
     Frame,
@@ -154,7 +154,7 @@ def run_launch(
         if cancel is not None and cancel.is_set():  # no longer needed before it started
             return _view(job, launch, CANCELLED, report_path, noise), None
         outcome = (
-            pool.run(request, config_name, on_output, backend, spares_for(launch))
+            pool.run(request, config_name, on_output, backend, launch_shape(launch))
             if pool is not None and backend
             else None
         )
@@ -303,5 +303,5 @@ def prewarm_for(spec: ExerciseSpec, sandbox: Sandbox, pool: Pool | None) -> None
         req = SandboxRequest(
             workdir=Path("/"), argv=[], env=env, limits=spec.limits, gpus=launch.gpus
         )
-        plan.append((req, spares_for(launch)))
+        plan.append((req, launch_shape(launch)))
     pool.prewarm(plan, backend)

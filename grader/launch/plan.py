@@ -1,5 +1,5 @@
 """Which launches one grading makes (`plan_launches`), on which devices (`available_gpus`), and
-and what a warm sandbox is started for, for each (`spares_for`)."""
+and what a warm sandbox is started for, for each (`launch_shape`)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,7 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
     return launches
 
 
-def spares_for(launch: Launch) -> tuple[int, int]:
-    """(ranks per node, nodes) of `launch`, for its warm sandbox (grader.sandbox.pool_plan.WarmKey):
-    the cores it keeps busy; any prepared sandbox serves it (its zygote forks the ranks, or each
-    node's agent)."""
+def launch_shape(launch: Launch) -> tuple[int, int]:
+    """(ranks per node, nodes) of `launch`: the cores it keeps busy, which the warm pool weighs
+    (grader.sandbox.pool_plan.WarmKey); any prepared sandbox serves it."""
     return launch.world_size // launch.nnodes, launch.nnodes

@@ -372,11 +372,12 @@ class Pool:
         config_name: str,
         on_output: OutputCallback | None,
         backend: Backend = BWRAP,
-        spares: tuple[int, int] = (0, 1),
+        shape: tuple[int, int] = (0, 1),
     ) -> SandboxOutcome | None:
-        """Run the supervisor launch `req` in a prepared sandbox (`spares`: spare ranks per
-        node, nodes; see WarmKey); None: none could take it (the caller starts a cold one)."""
-        key = WarmKey.for_request(req, backend, *spares)
+        """Run the supervisor launch `req` in a prepared sandbox (`shape`: ranks per node and
+        nodes, grader.launch.plan.launch_shape); None: none could take it (the caller starts a
+        cold one)."""
+        key = WarmKey.for_request(req, backend, *shape)
         sandbox = self.acquire(key)
         if sandbox is None:
             log.info("no warm %s sandbox ready: a cold start", backend[0])
@@ -409,9 +410,9 @@ class Pool:
     def prewarm(
         self, plan: list[tuple[SandboxRequest, tuple[int, int]]], backend: Backend = BWRAP
     ) -> None:
-        """Prepare sandboxes of `backend` for these launches, (request, spares as in `run`)
-        each, in order."""
-        self.want([WarmKey.for_request(req, backend, *spares) for req, spares in plan])
+        """Prepare sandboxes of `backend` for these launches, (request, shape as in `run`) each,
+        in order."""
+        self.want([WarmKey.for_request(req, backend, *shape) for req, shape in plan])
 
 
 def open_pool(size: int | None = None) -> Pool | None:

@@ -9,7 +9,7 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,7 @@ def warm_backend(sandbox: Any) -> Backend | None:
     return None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class WarmKey:
     """What a sandbox is started with: launches with the same key can use it.
 
@@ -127,17 +127,8 @@ class WarmKey:
     gpus: tuple[int, ...]
     env: tuple[tuple[str, str], ...]
     backend: Backend = BWRAP
-    ranks: int = 0
-    nodes: int = 1
-
-    def _identity(self) -> tuple[object, ...]:
-        return (self.limits, self.gpus, self.env, self.backend)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, WarmKey) and self._identity() == other._identity()
-
-    def __hash__(self) -> int:
-        return hash(self._identity())
+    ranks: int = field(default=0, compare=False)
+    nodes: int = field(default=1, compare=False)
 
     @classmethod
     def for_request(

@@ -41,16 +41,16 @@ def test_a_warm_launch_that_lost_its_report_runs_again_cold(
             config_name: str,
             on_output: OutputCallback | None,
             backend: Backend = BWRAP,
-            spares: tuple[int, int] = (0, 1),
+            shape: tuple[int, int] = (0, 1),
         ) -> SandboxOutcome:
-            return lost_report(req, config_name, on_output, backend, spares)
+            return lost_report(req, config_name, on_output, backend, shape)
 
     def lost_report(
         req: SandboxRequest,
         config_name: str,
         on_output: OutputCallback | None,
         backend: Backend,
-        spares: tuple[int, int],
+        shape: tuple[int, int],
     ) -> SandboxOutcome:
         # What a warm sandbox whose work volume vanished hands back: its program ran (files,
         # output) and exited 0, but the report did not come back.

@@ -42,7 +42,7 @@ class RecordingPool:
         self.waiting.append(count)
 
     def prewarm(self, plan: list[tuple[Any, tuple[int, int]]], backend: tuple[str, ...]) -> None:
-        self.plans.append([spares for _request, spares in plan])
+        self.plans.append([shape for _request, shape in plan])
 
 
 def in_thread(coroutine: Coroutine[Any, Any, Any]) -> Any:
