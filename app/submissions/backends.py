@@ -151,7 +151,6 @@ class LocalBackend:
         """Claim and start what fits now; returns how many jobs started (tests, benchmarks)."""
         free = self._concurrency - len(self._active)
         if free <= 0:
-            self._tell_pool_what_waits()
             return 0
         with self._uow() as session:
             ids = [s.id for s in repo.next_queued(session, limit=free, undispatched_only=False)]
@@ -166,7 +165,6 @@ class LocalBackend:
             assert self._pool is not None
             self._pool.submit(self._run, submission)
             started += 1
-        self._tell_pool_what_waits()
         return started
 
     def _tell_pool_what_waits(self) -> None:
@@ -188,6 +186,7 @@ class LocalBackend:
                     self._heartbeat_and_reclaim()
                     next_beat = time.monotonic() + beat_every
                 self.run_pending_once()
+                self._tell_pool_what_waits()
             except Exception:
                 log.exception("grading dispatcher failed; retrying")
             self._wakeup.wait(self._poll_seconds)
