@@ -2,10 +2,10 @@
 
 A rank costs what it imports before the learner's first line: torch, torch._dynamo (a DDP
 program's constructor and every optimizer step import it) and the harness's hooks, about 2.8
-CPU-seconds on a 2-core machine, for every rank of every launch. The supervisor (and each node
-agent of a simulated multi-node job) imports them once, forks one zygote before it starts a thread
-or reads its job, and the zygote forks each rank: a rank starts in milliseconds and costs the
-pages it writes.
+CPU-seconds on a 2-core machine, for every rank of every launch. The supervisor imports them
+once (`without_gc`), forks one zygote before it starts a thread or reads its job, and the zygote
+forks each rank: a rank starts in milliseconds and costs the pages it writes. A simulated
+multi-node job's node agents are forked the same way, and each forks a zygote of its own.
 
 How a rank gets here: torch's elastic agent starts each rank as usual, through its own process
 handling, with inside/rank_shim.py as the command (`SpareServer.entry_args`, inside/spares.py).

@@ -69,7 +69,7 @@ probe = {
     "flags": str(sys.flags),
     "excepthook": sys.excepthook.__qualname__,
     "recursion": sys.getrecursionlimit(),
-    "gc": gc.get_threshold(),
+    "gc": [gc.isenabled(), gc.get_threshold()],  # the imports ahead ran with it off
     "main_modules": sorted(m for m in sys.modules if m in ("main", "helpers", "model")),
 }
 # Everything imported before the program's first line (the modules it imported above, and
