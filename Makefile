@@ -8,7 +8,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 
 .PHONY: run test lint bench setup system-deps translations editor editor-check clean screenshots \
-	lock scale-test
+	lock scale-test gpu-check gpu-wheels
 
 run: setup
 	$(PY) -m app serve --host $(HOST) --port $(PORT)
@@ -38,6 +38,15 @@ lock:
 	  --custom-compile-command "make lock" -q -o requirements.lock
 	# The CPU wheel's local label off: the same pin then fits the CUDA build of the GPU image.
 	sed -i 's/^torch==\([0-9.]*\)+cpu$$/torch==\1/' requirements.lock
+
+# The GPU path on a GPU host (its own python3 and torch; README "The GPU check"); CPU=1: the same
+# table on CPU workers in the venv, as CI runs it.
+gpu-check: $(if $(filter 1,$(CPU)),setup,)
+	CPU=$(CPU) scripts/gpu/check.sh
+
+# The wheels gpu-check installs on a GPU host without network, into .gpu-wheels/ (needs pip).
+gpu-wheels:
+	scripts/gpu/wheels.sh
 
 setup: $(STAMP) system-deps translations
 

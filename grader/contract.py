@@ -152,6 +152,8 @@ class LaunchInfo(BaseModel):
     # grader.inside.zygote; the others started cold, each its own interpreter).
     warm_launches: int = 0
     spare_ranks: int = 0
+    # The torch version the ranks ran (None: no rank got as far as the harness's hooks).
+    torch: str | None = None
 
 
 class Timings(BaseModel):

@@ -103,6 +103,17 @@ class Start(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TorchInternals(Event):
+    """The torch this rank ran, and the torch internals the harness reads that it lacks
+    (`grader.torch_internals`): the hooks that read them were left out, and the checks judged
+    from those hooks say "not judged" instead of misjudging."""
+
+    KIND = "torch_internals"
+    version: str = ""
+    missing: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class End(Event):
     """The program's end: `status` "ok" (ran to its end or exit 0), "exit" (non-zero exit),
     "exception" (an uncaught exception, see `ProgramException`)."""

@@ -63,3 +63,17 @@ def exercise_dir(exercise_id: str, lessons_dir: Path | None = None) -> Path | No
             d = path.parent / "exercises" / ex_id
             return d if d.is_dir() else None
     return None
+
+
+def graded_specs(lessons_dir: Path | None = None) -> dict[str, tuple[ExerciseSpec, Path | None]]:
+    """Every graded exercise's spec and folder, the lesson files read once (in lesson order)."""
+    out: dict[str, tuple[ExerciseSpec, Path | None]] = {}
+    for path, data in _lessons(lessons_dir or LESSONS_DIR):
+        for ex in data.get("exercises") or []:
+            if isinstance(ex, dict) and "grading" in ex:
+                folder = path.parent / "exercises" / str(ex.get("id"))
+                out[f"{data.get('id')}/{ex.get('id')}"] = (
+                    ExerciseSpec.model_validate(ex["grading"]),
+                    folder if folder.is_dir() else None,
+                )
+    return out

@@ -29,7 +29,13 @@ from grader.i18n import (
     msg,
 )
 from grader.launch.plan import Launch
-from grader.stages import in_launch, not_judged_without_distribution, not_judged_without_premise
+from grader.stages import (
+    in_launch,
+    not_judged_on_this_torch,
+    not_judged_without_distribution,
+    not_judged_without_premise,
+    torch_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +64,11 @@ def with_siblings(job: Job, runs: list[JudgedRun]) -> list[JudgedRun]:
 
 def check_results(job: Job, runs: list[JudgedRun]) -> list[CheckResult]:
     """The checks as the learner sees them: combined over the runs, then those whose premise the
-    program never met (no distribution, no premise) marked not judged (`grader.stages`)."""
+    program never met (no distribution, no premise) or that this torch cannot show marked not
+    judged (`grader.stages`)."""
     judged = [run.view for run in runs]
     checks = not_judged_without_distribution(combine(job, runs), judged)
-    return not_judged_without_premise(checks, judged)
+    return not_judged_on_this_torch(not_judged_without_premise(checks, judged), judged)
 
 
 def verdict(
@@ -95,6 +102,7 @@ def verdict(
             sandbox=sandbox,
             warm_launches=sum(1 for v in views if v.warm),
             spare_ranks=sum(v.spare_ranks for v in views),
+            torch=torch_version(views),
         ),
         checks=checks,
         ranks=[_rank_result(r) for r in view.ranks],

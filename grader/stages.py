@@ -26,8 +26,9 @@ from typing import Any, Protocol
 from grader.checks.base import RunView
 from grader.checks.elastic import resumed_from_snapshot
 from grader.contract import CheckResult, GradeEvent
-from grader.events import DdpInit, Init
+from grader.events import DdpInit, Init, TorchInternals
 from grader.i18n import AS_NODES, WITH_ONE_RANK, WITH_RANKS, Message, message_fields, msg
+from grader.torch_internals import checks_not_judged
 
 # Checks that judge a program whether or not it distributes (they say themselves what is missing).
 ALWAYS_JUDGED = frozenset({"run.completed", "dist.init"})
@@ -157,6 +158,39 @@ def not_judged_without_premise(
             c = _not_judged(c, premise[1])
         out.append(c)
     return out
+
+
+def torch_version(views: Sequence[RunView]) -> str | None:
+    """The torch the ranks ran, as the harness recorded it (None: no rank got so far)."""
+    return next((e.version for view in views for _, e in view.typed(TorchInternals)), None)
+
+
+def not_judged_on_this_torch(
+    checks: list[CheckResult], views: Sequence[RunView]
+) -> list[CheckResult]:
+    """A check judged from a hook that this torch could not run (it lacks an internal the hook
+    reads, `grader.torch_internals`) is not judged, pass or fail, with the reason."""
+    records = [e for view in views for _, e in view.typed(TorchInternals)]
+    missing = sorted({key for e in records for key in e.missing})
+    lacking = checks_not_judged(missing)
+    if not lacking:
+        return checks
+    version = torch_version(views) or "?"
+    return [
+        _not_judged(
+            c,
+            msg(
+                "stages.not_judged_torch",
+                "Not judged: torch {version} lacks {internal}, which the grader reads to judge "
+                "this check.",
+                version=version,
+                internal=lacking[c.id],
+            ),
+        )
+        if c.id in lacking
+        else c
+        for c in checks
+    ]
 
 
 def tag_launch(emit: Callable[[GradeEvent], None], index: int) -> Callable[[GradeEvent], None]:

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.checks.base import Outcome, RunView, check, failed, passed, ranks_text, skipped
-from grader.events import DdpInit, Destroy, Init, InitError, ProgramException
+from grader.checks.base import (
+    Outcome,
+    RankView,
+    RunView,
+    check,
+    failed,
+    passed,
+    ranks_text,
+    skipped,
+)
+from grader.events import DdpInit, Destroy, Init, InitError, LaunchEnv, ProgramException
 from grader.i18n import Message, msg
 
 
@@ -184,7 +193,7 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
             )
         )
     inits = {rank: e for rank, e in run.typed(DdpInit)}
-    used: dict[str, int] = {}
+    used: dict[tuple[str, str], int] = {}
     for r in run.ranks:
         e = inits.get(r.rank)
         if e is None:
@@ -195,7 +204,9 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=r.rank,
             )
         devices = e.devices
-        want = f"cuda:{r.rank}"
+        # Its own GPU is the one of its local rank: a node sees only its own GPUs (each node
+        # agent of a multi-node launch takes its slice through CUDA_VISIBLE_DEVICES).
+        want = f"cuda:{_local_rank(r, run)}"
         if devices != [want]:
             return failed(
                 msg(
@@ -209,7 +220,7 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                 line=e.line,
             )
         ids = e.device_ids
-        if ids and ids != [want] and ids != [str(r.rank)]:
+        if ids and ids != [want] and ids != [want.removeprefix("cuda:")]:
             return failed(
                 msg(
                     "dist.wrong_device_ids",
@@ -222,18 +233,19 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
                 rank=r.rank,
                 line=e.line,
             )
-        if want in used:
+        node = _node(r)
+        if (node, want) in used:
             return failed(
                 msg(
                     "dist.shared_gpu",
                     "Ranks {a} and {b} share {device}.",
-                    a=used[want],
+                    a=used[(node, want)],
                     b=r.rank,
                     device=want,
                 ),
                 rank=r.rank,
             )
-        used[want] = r.rank
+        used[(node, want)] = r.rank
     return passed(
         msg(
             "dist.own_gpus",
@@ -241,3 +253,17 @@ def device_pinned(run: RunView, params: dict[str, Any]) -> Outcome:
             n=run.world_size,
         )
     )
+
+
+def _local_rank(rank: RankView, run: RunView) -> int:
+    """The rank's LOCAL_RANK as the launcher set it; else its place on an even split of nodes."""
+    env = rank.first_typed(LaunchEnv)
+    if env is not None and env.local_rank is not None and env.local_rank.isdigit():
+        return int(env.local_rank)
+    return rank.rank % max(1, run.world_size // max(1, run.nnodes))
+
+
+def _node(rank: RankView) -> str:
+    """The node the rank ran on (GROUP_RANK), "" where the launcher did not say."""
+    env = rank.first_typed(LaunchEnv)
+    return (env.group_rank or "") if env is not None else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import sys
@@ -60,7 +61,7 @@ def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict
         tmp, home = job_dir / ".tmp", job_dir / ".home"
         tmp.mkdir()
         home.mkdir()
-        env.update(HOME=str(home), TMPDIR=str(tmp))
+        env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join(_host_paths()))
     env |= {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -77,6 +78,21 @@ def _env(job_dir: Path, sandbox: str, launch: Launch, max_restarts: int) -> dict
     if max_restarts:
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     return env
+
+
+def _host_paths() -> list[str]:
+    """What "none" (no isolation: the host's own Python) needs on the ranks' path beyond the
+    interpreter's own: the grader's package, and directories the host added to its path (a
+    GPU host runs its own torch with the grader's dependencies unpacked beside it, `make
+    gpu-check`); the isolating backends mount the grader and the venv instead."""
+    prefixes = tuple({sys.prefix, sys.base_prefix})
+    grader_root = str(Path(__file__).resolve().parents[2])
+    added = [
+        p
+        for p in sys.path
+        if p and os.path.isdir(p) and not os.path.abspath(p).startswith(prefixes)
+    ]
+    return list(dict.fromkeys([grader_root, *added]))
 
 
 def run_launch(

@@ -19,7 +19,9 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+from grader.events import TorchInternals
 from grader.harness.tracer import Tracer
+from grader.torch_internals import hooks_left_out
 
 
 def ordered(modules: dict[str, ModuleType]) -> list[str]:
@@ -42,10 +44,26 @@ def ordered(modules: dict[str, ModuleType]) -> list[str]:
     return order
 
 
+def _left_out(tracer: Tracer) -> set[str]:
+    """Records the torch this rank runs and the internals it lacks; the hooks that read those."""
+    try:
+        import torch
+
+        from grader.harness import compat
+
+        missing = compat.missing()
+        tracer.record(TorchInternals(version=str(torch.__version__), missing=missing))
+        return hooks_left_out(missing)
+    except Exception as exc:
+        tracer.fail("compat", exc)
+        return set()
+
+
 def install_all(tracer: Tracer) -> None:
+    left_out = _left_out(tracer)
     modules: dict[str, ModuleType] = {}
     for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or info.name in left_out:
             continue
         try:
             modules[info.name] = importlib.import_module(f"{__name__}.{info.name}")
