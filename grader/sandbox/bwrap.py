@@ -204,7 +204,7 @@ class BwrapBox(Readiness):
             )
             spec = ExecSpec(
                 argv=bwrap_argv(plan),
-                rlimits=rlimits_for(limits, nproc=user.switch),
+                rlimits=rlimits_for(limits, nproc=user.switch, gpus=bool(self.gpus)),
                 cgroup_procs=self.cgroup.procs_files() if self.cgroup else [],
                 uid=user.uid if user.switch else None,
                 gid=user.gid if user.switch else None,

@@ -9,18 +9,22 @@ MIB = 1024 * 1024
 NOFILE = 4096
 
 
-def rlimits_for(limits: Limits, *, nproc: bool) -> dict[str, int]:
+def rlimits_for(limits: Limits, *, nproc: bool, gpus: bool = False) -> dict[str, int]:
     """The second line of defence behind the cgroup: per-process limits.
 
     RLIMIT_NPROC counts every task of the real uid, so it is only set where the uid is the job's
-    own (the bwrap backend runs each job under its own uid).
+    own (the bwrap backend runs each job under its own uid). A job with GPUs gets no RLIMIT_AS:
+    CUDA reserves virtual address space for the device's memory and unified addressing (tens of
+    GiB on an 80 GiB card) as it initialises, and fails under an address-space limit that a CPU
+    rank never reaches; its memory is held by the cgroup (memory+swap) instead.
     """
     out = {
-        "as": limits.address_space_mb * MIB,
         "fsize": limits.disk_mb * MIB,
         "core": 0,
         "nofile": NOFILE,
     }
+    if not gpus:
+        out["as"] = limits.address_space_mb * MIB
     if nproc:
         out["nproc"] = limits.pids
     return out

@@ -32,7 +32,9 @@ class NoSandbox:
 
     def run(self, req: SandboxRequest, on_output: OutputCallback | None = None) -> SandboxOutcome:
         spec = ExecSpec(
-            argv=list(req.argv), env=dict(req.env), rlimits=rlimits_for(req.limits, nproc=False)
+            argv=list(req.argv),
+            env=dict(req.env),
+            rlimits=rlimits_for(req.limits, nproc=False, gpus=bool(req.gpus)),
         )
         result = run_supervised(
             wrapper_argv(spec),

@@ -180,3 +180,12 @@ def test_device_pinned_wants_the_gpu_of_the_local_rank_on_each_node() -> None:
     )
     out = pinned.fn(shared, {})
     assert out.status == "fail" and "cuda:1" in out.message
+
+
+def test_a_job_with_gpus_gets_no_address_space_limit_which_cuda_cannot_start_under() -> None:
+    from grader.contract import Limits
+    from grader.sandbox.limits import rlimits_for
+
+    assert "as" in rlimits_for(Limits(), nproc=False)
+    on_gpus = rlimits_for(Limits(), nproc=False, gpus=True)
+    assert "as" not in on_gpus and on_gpus["core"] == 0 and on_gpus["fsize"] > 0
