@@ -1,11 +1,12 @@
 """Probes, in the rank, for the torch internals of `grader.torch_internals` (each a cheap look:
-an object built without a process group, or the class's own source). `missing()` is called once,
+an object built without a process group, or the module's own text, never importing what the
+hooks wait for the program to import). `missing()` is called once,
 before the hooks are installed."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
+from pathlib import Path
 
 
 def _dataloader_iterator() -> bool:
@@ -16,11 +17,16 @@ def _dataloader_iterator() -> bool:
 
 
 def _zero_optimizer() -> bool:
-    from torch.distributed.optim import ZeroRedundancyOptimizer
+    # Its module's text, read without importing it: importing torch.distributed.optim compiles
+    # TorchScript (seconds per rank; the zero hook waits for the program to import it).
+    import torch.distributed
 
-    source = inspect.getsource(ZeroRedundancyOptimizer)
+    module = Path(torch.distributed.__file__).parent / "optim" / "zero_redundancy_optimizer.py"
+    source = module.read_text(encoding="utf-8")
     wanted = ("_optim_constructor", "_optim_defaults", "_param_to_index", "_all_params")
-    return all(f"self.{name}" in source for name in wanted)
+    return "class ZeroRedundancyOptimizer" in source and all(
+        f"self.{name}" in source for name in wanted
+    )
 
 
 # Internal.key -> its probe (a test holds the keys equal to grader.torch_internals.INTERNALS').

@@ -189,3 +189,18 @@ def test_a_job_with_gpus_gets_no_address_space_limit_which_cuda_cannot_start_und
     assert "as" in rlimits_for(Limits(), nproc=False)
     on_gpus = rlimits_for(Limits(), nproc=False, gpus=True)
     assert "as" not in on_gpus and on_gpus["core"] == 0 and on_gpus["fsize"] > 0
+
+
+def test_the_probes_import_nothing_the_hooks_wait_for() -> None:
+    # Importing torch.distributed.optim compiles TorchScript (seconds per rank): the zero hook
+    # waits for the program to import it, and the probe reads its module's text instead.
+    probe = (
+        "import sys, torch\n"
+        "from grader.harness import compat\n"
+        "assert compat.missing() == [], compat.missing()\n"
+        "print('torch.distributed.optim' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "False"
