@@ -129,8 +129,7 @@ def test_every_exercise_gets_a_solution_and_a_starter_row_or_the_reason_it_canno
         launch = spec.launch
         # One GPU: world size 1 only, and nothing that builds on a larger run.
         fits = launch.device == "cpu" or (
-            1 in launch.world_sizes
-            and not (launch.resume or launch.faults)
+            (1 in launch.world_sizes and not (launch.resume or launch.faults))
             or launch.world_sizes == [1]
         )
         assert all((c.not_run is None) == fits for c in rows), exercise
