@@ -420,6 +420,18 @@ if rank == 0:
 else:
     dist.all_reduce(metric)  # some other collective, elsewhere in the code
 say("same size paired:", metric.tolist())
+
+# Lesson 4's quiz find-the-hang: rank 0 in the metric's all-reduce, rank 1 at a barrier: both wait.
+import datetime
+side = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=3))
+try:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1), group=side)
+    else:
+        dist.barrier(group=side)
+    say("all_reduce met a barrier")
+except RuntimeError as exc:
+    say("all_reduce vs barrier:", str(exc).splitlines()[0])
 dist.destroy_process_group()
 """
 
@@ -427,7 +439,8 @@ dist.destroy_process_group()
 def test_join_keeps_weights_not_adam_state_and_when_ddp_rebuilds_buckets(tmp_path: Path) -> None:
     """Lesson 4 (uneven-inputs): after `Join`, the weights are equal but the rank that joined
     early skipped Adam steps, and one more synchronised step makes the replicas differ; two
-    mismatched calls of the same size pair silently. Lesson 1 (ddp-names): by default DDP starts
+    mismatched calls of the same size pair silently, and an all-reduce facing a barrier waits
+    (quiz find-the-hang). Lesson 1 (ddp-names): by default DDP starts
     with one bucket and rebuilds after the first iteration; with `find_unused_parameters=True`
     it keeps its initial buckets."""
     done = _torchrun(tmp_path, UNEVEN, "--nproc-per-node", "2")
@@ -439,3 +452,4 @@ def test_join_keeps_weights_not_adam_state_and_when_ddp_rebuilds_buckets(tmp_pat
     assert "adam steps equal: False" in output
     assert "weights equal after the next synced step: False" in output
     assert "same size paired: [11.0, 11.0]" in output
+    assert "all_reduce vs barrier:" in output and "Timed out waiting 3000ms" in output
