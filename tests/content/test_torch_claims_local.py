@@ -218,3 +218,19 @@ def test_dataloader_drop_last_does_not_equalise_strided_shards() -> None:
     per = len(data) // 2
     cut = [len(DataLoader(Subset(data, range(r * per, (r + 1) * per)), 4)) for r in (0, 1)]
     assert cut[0] == cut[1]
+
+
+def test_ddp_join_divides_by_the_initial_world_size_and_warns_about_other_collectives() -> None:
+    """Lesson 4 (uneven-inputs): `Join` broadcasts the last joined rank's model at the end, the
+    sum is divided by the initial world size by default, and collectives DDP does not know
+    (SyncBatchNorm's) need `throw_on_early_termination=True` (DDP.join's signature and docstring
+    in torch 2.13). The Adam divergence itself runs in test_torch_claims.py."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    parameters = inspect.signature(DDP.join).parameters
+    assert parameters["divide_by_initial_world_size"].default is True
+    assert parameters["throw_on_early_termination"].default is False
+    doc = " ".join((DDP.join.__doc__ or "").split())
+    assert "broadcast the model corresponding to the last joined process" in doc
+    assert "``SyncBatchNorm`` in the model's forward pass, then the flag" in doc
+    assert "``throw_on_early_termination`` must be enabled" in doc
