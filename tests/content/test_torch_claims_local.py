@@ -109,6 +109,12 @@ def test_ddp_uses_one_bucket_for_the_first_iteration_unless_it_looks_for_unused_
     assert config.compute_bucket_size_limits(False, False)[0] == [sys.maxsize]
     assert config.compute_bucket_size_limits(True, False)[0] == [sys.maxsize]
     assert config.compute_bucket_size_limits(False, True)[0] == [1024 * 1024, 25 * 1024 * 1024]
+    # The initial buckets group the parameters in their order; the reducer gets the list reversed.
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init = " ".join(inspect.getsource(DDP._ddp_init_helper).split())
+    assert "dist._compute_bucket_assignment_by_size( parameters, bucket_size_limits," in init
+    assert "list(reversed(bucket_indices))" in init
 
 
 # --- lesson 1, async-handles and quiz wait-in-hook (I3) -------------------------------------
