@@ -126,3 +126,68 @@ def test_length_rank_reads_the_locale() -> None:
         }
     )
     assert (length_rank(question, "en"), length_rank(question, "tr")) == ("longest", "shortest")
+
+
+# Absolute words a learner can eliminate on sight: a choice that leads with "Nothing" or says
+# "always"/"never". Each may appear, but not only in wrong choices.
+ABSOLUTE_CUES = {
+    "en": {"nothing": r"^(nothing|none)\b", "always": r"\balways\b", "never": r"\bnever\b"},
+    "tr": {
+        "nothing": r"^(hiçbir şey|hiçbiri)",
+        "always": r"\bher zaman\b",
+        "never": r"\b(asla|hiçbir zaman)\b",
+    },
+    "pt-BR": {"nothing": r"^(nada|nenhum)\b", "always": r"\bsempre\b", "never": r"\bnunca\b"},
+}
+
+
+def absolute_cues(questions: list[QuizQuestion], locale: str) -> dict[str, tuple[int, int]]:
+    """For each absolute word: (choices that carry it and are right, those that are wrong)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for cue, pattern in ABSOLUTE_CUES[locale].items():
+        right = wrong = 0
+        for q in questions:
+            for c in q.choices:
+                if re.search(pattern, c.text.get(locale) or c.text.en, re.IGNORECASE):
+                    right, wrong = (right + 1, wrong) if c.id == q.answer else (right, wrong + 1)
+        counts[cue] = (right, wrong)
+    return counts
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_no_absolute_word_marks_only_wrong_choices(locale: str) -> None:
+    counts = absolute_cues(_questions(), locale)
+    always_wrong = {cue: n for cue, n in counts.items() if n[1] > 0 and n[0] == 0}
+    assert always_wrong == {}, f"(right, wrong) per cue: {counts}"
+
+
+def test_the_absolute_word_check_would_catch_the_old_choices() -> None:
+    """The 2026-12-07 review's cues: every "Nothing: ..." choice and every "always" was wrong."""
+    old = QuizQuestion.model_validate(
+        {
+            "id": "q",
+            "question": "?",
+            "choices": [
+                {"id": "a", "text": {"en": "Nothing: SUM already returns the mean"}},
+                {"id": "b", "text": {"en": "Yes: the average of means is always the mean"}},
+                {"id": "c", "text": {"en": "Every step is 4 times the full-batch step"}},
+            ],
+            "answer": "c",
+            "explanation": "-",
+        }
+    )
+    assert absolute_cues([old], "en") == {"nothing": (0, 1), "always": (0, 1), "never": (0, 0)}
+
+
+# Per lesson, the right answer is not the shortest (or the longest) choice in most questions.
+MAX_LESSON_RANK_SHARE = 0.5
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_no_lesson_leans_on_one_length_rank(locale: str) -> None:
+    catalog = load_catalog(REPO_ROOT / "lessons")
+    for item in catalog.ordered:
+        quiz = item.lesson.quiz
+        for rank in ("shortest", "longest"):
+            listed = [q.id for q in quiz if length_rank(q, locale) == rank]
+            assert len(listed) <= MAX_LESSON_RANK_SHARE * len(quiz), (item.id, rank, listed)

@@ -7,10 +7,12 @@ only connect to the store torchrun's rendezvous shares with them), and restarts 
 names no collective, or "Connection closed by peer" when the other rank has exited), which debug
 tools work on gloo (INFO names unused parameters; DETAIL segfaults DDP's construction in 2.13;
 `monitored_barrier` needs a gloo group), what `init_process_group()` without a backend gives,
-that BatchNorm statistics differ per rank after training, that a SyncBatchNorm conversion after
-wrapping is in place, and how bf16 autocast and GradScaler's `unscale_` behave under DDP. When a
-test here fails after a torch upgrade, revisit the step it names. These tests launch torchrun
-(run them through `heavy`).
+that BatchNorm statistics differ per rank after training, what `Join` keeps equal (the
+weights, not Adam's state), when DDP builds and rebuilds its buckets, that a SyncBatchNorm
+conversion after wrapping is in place, and how bf16 autocast and GradScaler's `unscale_` behave
+under DDP. When a test here fails after a torch upgrade, revisit the step it names. These tests
+launch torchrun (run them through `heavy`); the claims that need no launch, or a GPU, are in
+test_torch_claims_local.py.
 """
 
 from __future__ import annotations
@@ -245,7 +247,7 @@ import torch, torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-dist.init_process_group()  # no backend: gloo for CPU tensors (and NCCL for CUDA when built in)
+dist.init_process_group()  # no backend: only the accelerator's (here the CPU's, gloo)
 rank, world = dist.get_rank(), dist.get_world_size()
 
 def say(*parts):
@@ -329,10 +331,9 @@ def test_device_evaluation_batchnorm_and_mixed_precision_claims(tmp_path: Path) 
     done = _torchrun(tmp_path, PRACTICE, "--nproc-per-node", "2")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    # init_process_group() without a backend: gloo for CPU, NCCL for CUDA when torch has it.
-    config = next(line for line in done.stdout.splitlines() if line.startswith("config"))
-    assert "cpu:gloo" in config
-    assert ("cuda:nccl" in config) == config.endswith("nccl True")
+    # init_process_group() without a backend on a machine without an accelerator: gloo for CPU
+    # tensors and nothing else (the GPU case: test_torch_claims_local.py).
+    assert "config cpu:gloo nccl" in output
     assert "cpu all_reduce 2.0" in output
     # An NCCL-only group refuses a CPU tensor: move the counts to the device.
     assert "cuda-only group: No backend type associated with device type cpu" in output
@@ -361,3 +362,94 @@ def test_rng_states_a_weights_only_load_accepts(tmp_path: Path) -> None:
     loaded = torch.load(path, weights_only=True)
     assert torch.equal(loaded["torch_rng"], torch.get_rng_state())
     assert tuple(loaded["py_rng"][1]) == random.getstate()[1]
+
+
+UNEVEN = """
+import torch, torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed.algorithms.join import Join
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+def say(*parts):
+    if rank == 0:
+        print(*parts, flush=True)
+
+def same_on_all(tensor):
+    gathered = [torch.empty_like(tensor) for _ in range(2)]
+    dist.all_gather(gathered, tensor)
+    return torch.equal(gathered[0], gathered[1])
+
+def buckets(**options):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.Linear(512, 10))
+    ddp = DDP(net, bucket_cap_mb=0.5, **options)
+    sizes = lambda: [b.buffer().numel() for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    first = sizes()
+    for _ in range(3):
+        ddp(torch.randn(4, 256)).sum().backward()
+    return len(first), len(sizes()), ddp._get_ddp_logging_data().get("has_rebuilt_buckets")
+
+say("buckets default:", *buckets())
+say("buckets find_unused:", *buckets(find_unused_parameters=True))
+
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+ddp = DDP(model)
+optimizer = torch.optim.Adam(ddp.parameters(), lr=0.1)
+torch.manual_seed(1 + rank)
+with Join([ddp]):
+    for _ in range(3 if rank == 0 else 5):
+        optimizer.zero_grad()
+        ddp(torch.randn(8, 4)).pow(2).mean().backward()
+        optimizer.step()
+say("join weights equal:", same_on_all(model.weight.detach()))
+steps = torch.tensor([float(optimizer.state[model.weight]["step"])])
+say("adam steps equal:", same_on_all(steps))
+optimizer.zero_grad()
+ddp(torch.randn(8, 4)).pow(2).mean().backward()
+optimizer.step()
+say("weights equal after the next synced step:", same_on_all(model.weight.detach()))
+
+# Two different calls of the same size pair up: rank 0's metric meets rank 1's other all-reduce.
+metric = torch.full((2,), 1.0 if rank == 0 else 10.0)
+if rank == 0:
+    dist.all_reduce(metric)  # the metric
+else:
+    dist.all_reduce(metric)  # some other collective, elsewhere in the code
+say("same size paired:", metric.tolist())
+
+# Lesson 4's quiz find-the-hang: rank 0 in the metric's all-reduce, rank 1 at a barrier: both wait.
+import datetime
+side = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=3))
+try:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1), group=side)
+    else:
+        dist.barrier(group=side)
+    say("all_reduce met a barrier")
+except RuntimeError as exc:
+    say("all_reduce vs barrier:", str(exc).splitlines()[0])
+dist.destroy_process_group()
+"""
+
+
+def test_join_keeps_weights_not_adam_state_and_when_ddp_rebuilds_buckets(tmp_path: Path) -> None:
+    """Lesson 4 (uneven-inputs): after `Join`, the weights are equal but the rank that joined
+    early skipped Adam steps, and one more synchronised step makes the replicas differ; two
+    mismatched calls of the same size pair silently, and an all-reduce facing a barrier waits
+    (quiz find-the-hang). Lesson 1 (ddp-names): by default DDP starts
+    with one bucket and rebuilds after the first iteration; with `find_unused_parameters=True`
+    it keeps its initial buckets."""
+    done = _torchrun(tmp_path, UNEVEN, "--nproc-per-node", "2")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "buckets default: 1 2 1" in output  # one bucket, then rebuilt
+    assert "buckets find_unused: 3 3 0" in output  # never rebuilt
+    assert "join weights equal: True" in output
+    assert "adam steps equal: False" in output
+    assert "weights equal after the next synced step: False" in output
+    assert "same size paired: [11.0, 11.0]" in output
+    assert "all_reduce vs barrier:" in output and "Timed out waiting 3000ms" in output

@@ -149,7 +149,8 @@ def install(tracer: Tracer) -> None:
                 raise
             try:
                 # A group made without a backend answers "undefined" to get_backend(); its config
-                # names the backend per device ("cpu:gloo,cuda:nccl" on a GPU build).
+                # names the accelerator's backend only ("cuda:nccl" on a GPU machine, "cpu:gloo"
+                # without one: distributed_c10d.py BackendConfig, torch 2.6+).
                 backend = str(dist.get_backend_config())
             except Exception:
                 backend = None
