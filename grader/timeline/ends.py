@@ -80,15 +80,23 @@ def parting(run: RunView, lanes: dict[int, list[Item]], ends: dict[int, Item]) -
             _mark(lanes[rank], e)
         for rank in missing:
             ends[rank]["never_arrived"] = n + 1
-        first = made[min(made)][1]
+        calls = [{"rank": rank, **_call(e)} for rank, (_, e) in sorted(made.items())]
         return {
             "n": n + 1,
-            "op": "ddp" if isinstance(first, SyncedForward) else getattr(first, "op", None),
-            "line": getattr(first, "line", None),
+            "op": calls[0]["op"],
+            "line": calls[0]["line"],
             "made": sorted(made),
             "missing": missing,
+            "calls": calls,  # what each rank that got there called
         }
     return None
+
+
+def _call(e: Event) -> dict[str, Any]:
+    if isinstance(e, SyncedForward):
+        return {"op": "ddp", "line": e.line}
+    assert isinstance(e, CollectiveCall)
+    return {"op": e.op, "line": e.line}
 
 
 def _mark(items: list[Item], e: Event) -> None:

@@ -10,9 +10,14 @@
 
   const SVG_NS = "http://www.w3.org/2000/svg";
   const LABEL_W = 86;
-  const LANE_H = 44;
+  const LANE_H = 56; // a compute row (backward, steps, checkpoints) above a communication row
+  const COMPUTE = [4, 20]; // y offset and height within the lane
+  const COMM = [30, 16];
+  // Drawn first, so the bars of the same moment stay visible on top.
+  const BEHIND = { step: 0, backward: 1, save: 2, load: 2 };
   const AXIS_H = 26;
-  const BASE_W = 640; // drawing width at zoom 1, labels aside
+  const RIGHT = 44; // room for the last time label
+  const MIN_W = 240; // the narrowest drawing at zoom 1 (labels aside): zoom 1 fits the panel
   const ZOOMS = [1, 2, 4, 8, 16];
   const KNOWN = new Set(["start", "restart", "init", "collective", "barrier", "ddp_sync", "step", "save", "load", "fault", "exception", "destroy", "backward", "ready"]);
 
@@ -109,8 +114,14 @@
       const spans = lane.items.filter((item) => item.kind === "backward");
       backwards += spans.length;
       if (!spans.length) continue;
+      // Only the steps the overlap hook followed: from the first backward pass to the end of
+      // the optimizer step after the last one.
+      const from = Math.min(...spans.map((span) => span.at));
+      const last = Math.max(...spans.map((span) => span.to));
+      const step = lane.items.find((item) => item.kind === "step" && item.at >= last);
+      const until = step ? (step.to ?? step.at) : last;
       for (const item of lane.items) {
-        if (item.kind !== "collective" || item.op !== "all_reduce") continue;
+        if (item.kind !== "collective" || item.op !== "all_reduce" || item.at < from || item.at > until) continue;
         total += 1;
         if (spans.some((span) => item.at >= span.at && item.at < span.to)) inside += 1;
       }
@@ -118,8 +129,9 @@
     if (backwards) found.push(total ? fmt(inside ? t.note_overlap : t.note_no_overlap, { inside, total }) : t.note_no_allreduce);
     const parted = launch.parted;
     if (parted) {
-      const op = parted.op === "ddp" ? t.kind_ddp_sync : parted.op;
-      found.push(fmt(t.note_parted, { n: parted.n, op, line: parted.line ?? "?", made: parted.made.join(", ") }) +
+      const calls = (parted.calls || [{ rank: parted.made.join(", "), op: parted.op, line: parted.line }])
+        .map((call) => fmt(t.parted_call, { rank: call.rank, op: call.op === "ddp" ? t.kind_ddp_sync : call.op, line: call.line ?? "?" }));
+      found.push(fmt(t.note_parted, { n: parted.n, calls: calls.join("; ") }) +
         (parted.missing.length ? " " + fmt(t.note_missing, { ranks: parted.missing.join(", ") }) : ""));
     }
     for (const lane of lanes) {
@@ -159,20 +171,23 @@
     const text = svg("text", { x: 4, y: mid + 4, class: "tl-label" + (lane.end && lane.end.never_arrived ? " tl-label--missing" : "") });
     text.textContent = label;
     group.append(text);
-    for (const item of lane.items) {
-      if (!KNOWN.has(item.kind)) continue;
+    const ordered = lane.items.filter((item) => KNOWN.has(item.kind))
+      .sort((a, b) => (BEHIND[a.kind] ?? 9) - (BEHIND[b.kind] ?? 9));
+    for (const item of ordered) {
       const title = `${label}, ${when(item, t)}: ${describe(item, t, params)}` + (item.line != null ? ", " + fmt(t.at_line, { line: item.line }) : "");
       const data = { "data-kind": item.kind, "data-rank": lane.rank };
       const w = ((item.to ?? item.at) - item.at) * scale;
-      if (item.kind === "step") bar(group, x(item.at), y + 2, w, LANE_H - 4, "tl-step", title, data);
-      else if (item.kind === "backward") bar(group, x(item.at), y + 6, w, LANE_H - 12, "tl-backward", title, data);
-      else if (item.kind === "ready") group.append(svg("line", { x1: x(item.at), x2: x(item.at), y1: y + 3, y2: y + 14, class: "tl-ready", ...data }, title));
+      const top = y + COMPUTE[0];
+      const comm = y + COMM[0];
+      if (item.kind === "step") bar(group, x(item.at), top, w, COMPUTE[1], "tl-step", title, data);
+      else if (item.kind === "backward") bar(group, x(item.at), top, w, COMPUTE[1], "tl-backward", title, data);
+      else if (item.kind === "ready") group.append(svg("line", { x1: x(item.at), x2: x(item.at), y1: top, y2: top + COMPUTE[1], class: "tl-ready", ...data }, title));
       else if (item.kind === "collective" || item.kind === "barrier") {
         const end = item.open ? duration : (item.to ?? item.at);
         const cls = "tl-" + item.kind + (item.open ? " tl-open" : "") + (item.parted ? " tl-parted" : "");
-        bar(group, x(item.at), mid - 6, (end - item.at) * scale, 12, cls, title, { ...data, "data-parted": item.parted ? "true" : null, "data-open": item.open ? "true" : null });
-      } else if (item.kind === "save" || item.kind === "load") bar(group, x(item.at), y + LANE_H - 12, w, 9, "tl-" + item.kind, title, data);
-      else if (item.kind === "ddp_sync") group.append(svg("path", { d: `M${x(item.at)} ${mid - 9}l5 5l-5 5l-5 -5z`, class: "tl-ddp", ...data }, title));
+        bar(group, x(item.at), comm, (end - item.at) * scale, COMM[1], cls, title, { ...data, "data-parted": item.parted ? "true" : null, "data-open": item.open ? "true" : null });
+      } else if (item.kind === "save" || item.kind === "load") bar(group, x(item.at), top + 4, w, COMPUTE[1] - 8, "tl-" + item.kind, title, data);
+      else if (item.kind === "ddp_sync") group.append(svg("path", { d: `M${x(item.at)} ${comm}l6 8l-6 8l-6 -8z`, class: "tl-ddp" + (item.parted ? " tl-parted" : ""), ...data, "data-parted": item.parted ? "true" : null }, title));
       else if (item.kind === "fault" || item.kind === "exception") group.append(svg("path", { d: `M${x(item.at) - 6} ${mid - 6}l12 12m0 -12l-12 12`, class: "tl-fault", ...data }, title));
       else if (item.kind === "restart") group.append(svg("line", { x1: x(item.at), x2: x(item.at), y1: y, y2: y + LANE_H, class: "tl-restart", ...data }, title));
       else group.append(svg("line", { x1: x(item.at), x2: x(item.at), y1: y + LANE_H - 10, y2: y + LANE_H, class: "tl-mark", ...data }, title));
@@ -183,11 +198,11 @@
     }
   }
 
-  function drawLaunch(launch, zoom, t) {
+  function drawLaunch(launch, zoom, fit, t) {
     const duration = Math.max(1, launch.duration_ms || 1);
-    const scale = (BASE_W * zoom) / duration;
+    const scale = (fit * zoom) / duration;
     const lanes = launch.lanes || [];
-    const width = LABEL_W + BASE_W * zoom + 12;
+    const width = LABEL_W + fit * zoom + RIGHT;
     const height = AXIS_H + lanes.length * LANE_H + 4;
     const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", class: "tl-svg", "aria-label": launchTitle(launch, t) });
     const step = tickStep(duration);
@@ -231,18 +246,26 @@
       body);
   }
 
-  function legend(t) {
+  // The legend of the kinds the timeline shows ("open": a collective that never completed).
+  function legend(timeline, t) {
+    const shown = new Set();
+    for (const launch of timeline.launches) {
+      for (const lane of launch.lanes || []) {
+        for (const item of lane.items) shown.add(item.open ? "open" : item.kind === "exception" ? "fault" : item.kind);
+      }
+    }
     const list = el("ul", { className: "tl-legend" });
     for (const kind of ["collective", "barrier", "backward", "ready", "step", "save", "load", "ddp_sync", "restart", "fault", "open"]) {
+      if (!shown.has(kind)) continue;
       list.append(el("li", {}, el("span", { className: "tl-swatch tl-swatch--" + kind, "aria-hidden": "true" }), kind === "open" ? t.never_completed : (t["legend_" + kind] || t["kind_" + kind] || kind)));
     }
     return list;
   }
 
-  function figure(launch, t, index) {
+  function figure(launch, t, index, timeline, fit) {
     let zoom = 1;
     const scroller = el("div", { className: "tl-scroll", tabindex: "0", role: "region", "aria-label": fmt(t.scroll_label, { title: launchTitle(launch, t) }) });
-    const draw = () => scroller.replaceChildren(drawLaunch(launch, zoom, t));
+    const draw = () => scroller.replaceChildren(drawLaunch(launch, zoom, fit, t));
     const out = el("button", { type: "button", className: "button--secondary tl-zoom", "data-zoom": "out", text: "−", "aria-label": t.zoom_out });
     const inn = el("button", { type: "button", className: "button--secondary tl-zoom", "data-zoom": "in", text: "+", "aria-label": t.zoom_in });
     const zoomTo = (next) => {
@@ -263,7 +286,7 @@
       said.length ? el("ul", { className: "tl-notes" }, ...said.map((text) => el("li", { text }))) : null,
       el("div", { className: "tl-tools" }, out, inn),
       scroller,
-      index === 0 ? legend(t) : null,
+      index === 0 ? legend(timeline, t) : null,
       el("details", { className: "tl-details" }, el("summary", { text: t.table_summary }), table(launch, t)));
   }
 
@@ -277,7 +300,10 @@
     box.hidden = launches.length === 0;
     if (!launches.length || !strings) return;
     const t = JSON.parse(strings.textContent);
-    launches.forEach((launch, index) => body.append(figure(launch, t, index)));
+    // Zoom 1 fits the panel's width (the figure's border and padding, the labels aside), so
+    // text keeps its size on a phone; zooming in scrolls sideways inside the panel.
+    const fit = Math.max(MIN_W, Math.min(1200, body.clientWidth - LABEL_W - RIGHT - 24));
+    launches.forEach((launch, index) => body.append(figure(launch, t, index, timeline, fit)));
   }
 
   window.RdvTimeline = { show, notes, describe };

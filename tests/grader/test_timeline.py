@@ -93,7 +93,14 @@ def test_the_rank_that_never_arrived_and_the_collective_where_the_ranks_parted()
     )
     run = view({0: rank0, 1: rank1}, timed_out=True)
     launch = build([LaunchRun(1, run, failing=True)])["launches"][0]
-    assert launch["parted"] == {"n": 2, "op": "all_reduce", "line": 40, "made": [0], "missing": [1]}
+    assert launch["parted"] == {
+        "n": 2,
+        "op": "all_reduce",
+        "line": 40,
+        "made": [0],
+        "missing": [1],
+        "calls": [{"rank": 0, "op": "all_reduce", "line": 40}],
+    }
     waiting = lane({"launches": [launch]}, 0)
     stuck = waiting["items"][-1]
     assert stuck["open"] and stuck["parted"] and "to" not in stuck
