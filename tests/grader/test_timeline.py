@@ -184,3 +184,22 @@ def test_a_huge_run_stays_under_the_bound() -> None:
     assert len(json.dumps(timeline, separators=(",", ":"))) <= MAX_BYTES
     first = timeline["launches"][0]["lanes"][0]
     assert len(first["items"]) + first["omitted"][-1]["counts"]["collective"] == 3000
+
+
+def test_ranks_in_different_collectives_both_parted_there() -> None:
+    forward = {"kind": "synced_forward", "n": 1, "line": 49, "numel": 18}
+    rank0 = trace(("collective_call", 0.3, call(1, 54, numel=1)))
+    rank1 = trace(
+        ("synced_forward", 0.3, {k: v for k, v in forward.items() if k != "kind"}),
+        ("exception", 0.5, {"type": "RuntimeError", "line": 50}),
+    )
+    launch = build([LaunchRun(1, view({0: rank0, 1: rank1}), failing=True)])["launches"][0]
+    assert launch["parted"]["calls"] == [
+        {"rank": 0, "op": "all_reduce", "line": 54},
+        {"rank": 1, "op": "ddp", "line": 49},
+    ]
+    assert launch["parted"]["missing"] == []
+    lanes = {x["rank"]: x for x in launch["lanes"]}
+    assert [i["kind"] for i in lanes[1]["items"] if i.get("parted")] == ["ddp_sync"]
+    assert lanes[1]["end"] == {"state": "crashed", "at": 200.0, "line": 50, "error": "RuntimeError"}
+    assert lanes[0]["end"]["state"] == "waiting"
