@@ -5,7 +5,8 @@ compatible extension of Result version 1: docs/architecture.md, "The result's ti
 lane per rank (with its node), items from the trace events the harness recorded
 (`grader.timeline.lanes`), where each rank was at the end and where the ranks parted
 (`grader.timeline.ends`), summarised and bounded in size (`grader.timeline.bound`). Failing
-launches come first. It holds no text: the page and the app label it in the viewer's language.
+launches come first, reference runs last. It holds no text: the page and the app label it in
+the viewer's language.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ class _Lanes:
 
 
 def build(launches: list[LaunchRun]) -> dict[str, Any]:
-    """The timeline of one grading, failing launches first, at most MAX_BYTES of JSON."""
-    ordered = sorted(launches, key=lambda run: (not run.failing, run.index))
+    """The timeline of one grading, at most MAX_BYTES of JSON: failing launches first, then the
+    judged ones, uninterrupted reference runs last (a restart shows before its reference)."""
+    ordered = sorted(launches, key=lambda run: (not run.failing, not run.judged, run.index))
     full = [_launch(run) for run in ordered if run.view.ranks]
     for first, last in KEEP:
         timeline = _bounded(full, first, last)

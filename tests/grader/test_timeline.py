@@ -156,6 +156,8 @@ def test_failing_launches_come_first_and_each_lane_names_its_node() -> None:
     bad = view({0: trace(("end", 0.1, {"status": "ok"})), 1: node1}, nnodes=2)
     timeline = build([LaunchRun(1, ok), LaunchRun(2, bad, failing=True)])
     assert [x["launch"] for x in timeline["launches"]] == [2, 1]
+    reference = build([LaunchRun(1, ok, judged=False), LaunchRun(2, ok, faulted=True)])
+    assert [x["launch"] for x in reference["launches"]] == [2, 1]  # the restart first
     assert [(x["rank"], x["node"]) for x in timeline["launches"][0]["lanes"]] == [(0, 0), (1, 1)]
     assert timeline["launches"][0]["lanes"][1]["end"]["state"] == "exited"
 
