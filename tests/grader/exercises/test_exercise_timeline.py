@@ -6,8 +6,10 @@ overlap-buckets' all-reduces inside backward, find-the-hang's parting, elastic-r
 
 Each program is graded once, at its spec's first world size only (no extra multi-node launch;
 elastic-resume's faulted launch needs its uninterrupted reference, two launches): 22 gradings,
-24 launches. The RunViews are caught on their way from `run_launch` to the judge, so the Result
-compared is the one production gives.
+24 launches; and the heaviest grading whole (overlap-buckets' starter at 2, 3 and 1 ranks): one
+more, three launches. The RunViews are caught on their way from `run_launch` to the judge, so the
+Result compared is the one production gives (with one world size, they come back in plan order:
+the faulted launch waits for its reference).
 """
 
 from __future__ import annotations
@@ -255,3 +257,43 @@ def test_elastic_resume_shows_the_kill_the_restart_and_the_snapshot_loaded(
     assert all(i["at"] > fault["at"] for _, i in restarts)
     loads = [i for _, i in _items(faulted, "load") if i.get("attempt") == 1]
     assert loads and all(i["at"] >= min(r["at"] for _, r in restarts) for i in loads)
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_the_heaviest_grading_stays_under_the_bound(
+    suite_pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """overlap-buckets' starter at every world size of its spec (2, 3, 1: it runs to the end at
+    each) makes the largest timeline of the course (~18 KB per launch at 2 ranks, measured with
+    the cases above): one grading, three launches, kept under MAX_BYTES and still whole."""
+    exercise = "data-vs-model-parallelism/overlap-buckets"
+    data = load_spec(exercise).model_dump()
+    data["limits"]["pg_timeout_seconds"] = min(10, data["limits"]["pg_timeout_seconds"])
+    spec = ExerciseSpec.model_validate(data)
+    assert len(spec.launch.world_sizes) == 3
+    views: list[RunView] = []
+    original = grader.api.run_launch
+
+    def caught(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        views.append(out[0])
+        return out
+
+    monkeypatch.setattr(grader.api, "run_launch", caught)
+    folder = exercise_dir(exercise)
+    assert folder is not None
+    job = Job(
+        exercise=exercise,
+        code=(folder / "starter.py").read_text(),
+        spec=spec,
+        submission_id="timeline-heaviest",
+    )
+    result = grade(job, pool=suite_pool)
+    assert result.status == "fail" and result.timeline is not None
+    assert len(json.dumps(result.timeline, separators=(",", ":"))) <= MAX_BYTES
+    # The launches overlap: their views come back as they end, so match them by world size.
+    by_size = {launch["world_size"]: launch for launch in result.timeline["launches"]}
+    assert sorted(by_size) == sorted(v.world_size for v in views) == [1, 2, 3]
+    for view in views:
+        _assert_trace_equals_timeline(view, by_size[view.world_size])
