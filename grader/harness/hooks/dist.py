@@ -53,6 +53,9 @@ COLLECTIVES = (
 # sequences; gather_object and scatter_object_list show there through the collectives they call).
 UNRECORDED = frozenset({"monitored_barrier", "gather_object", "scatter_object_list"})
 MAX_CALL_EVENTS = 4000
+# Handles of async calls not yet waited on that the hook keeps (each holds its tensors alive):
+# past this many, a call's completion is its return, as for a synchronous one.
+MAX_PENDING = 256
 _HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -197,7 +200,7 @@ def install(tracer: Tracer) -> None:
         """Call `i` returned: done now, or (a handle came back) when the handle is waited on."""
         if i is None:
             return
-        if isinstance(out, c10d.Work) and len(pending) < MAX_CALL_EVENTS:
+        if isinstance(out, c10d.Work) and len(pending) < MAX_PENDING:
             pending[id(out)] = (i, out)
         else:
             tracer.record(CollectiveDone(i=i))
