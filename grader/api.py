@@ -21,8 +21,9 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from grader import judge
+from grader import judge, timeline
 from grader.checks.base import RunView, get_check
 from grader.contract import ExerciseSpec, GradeEvent, Job, Result, Timings
 from grader.i18n import msg
@@ -162,13 +163,39 @@ def _grade(
     checks = judge.check_results(job, runs)
     for c in checks:
         emit(GradeEvent(kind="check", data=c.model_dump(mode="json")))
-    return judge.verdict(
+    result = judge.verdict(
         runs,
         checks,
         views=views,
         sandbox=sandbox.name,
         timings=Timings(start=first_start_ms, run=run_ms, checks=checks_ms),
     )
+    result.timeline = _timeline(job, launches, views, runs)
+    return result
+
+
+def _timeline(
+    job: Job, launches: list[Launch], views: list[RunView], runs: list[JudgedRun]
+) -> dict[str, Any] | None:
+    """The Result's timeline of every launch made (`grader.timeline`). A picture, not a verdict:
+    should drawing it fail, the Result goes without it and the worker log says why."""
+    failing = {id(r.view) for r in runs if any(o.status == "fail" for o in r.outcomes.values())}
+    try:
+        return timeline.build(
+            [
+                timeline.LaunchRun(
+                    index=index + 1,
+                    view=view,
+                    judged=launches[index].judged,
+                    failing=id(view) in failing,
+                    faulted=bool(launches[index].faults),
+                )
+                for index, view in enumerate(views)
+            ]
+        )
+    except Exception:
+        log.exception("grading %s: the timeline could not be built", job.submission_id)
+        return None
 
 
 def _no_sandbox(exc: Exception) -> str:

@@ -180,6 +180,16 @@ class Result(BaseModel):
     # The error's id and parameters when the grader wrote it with grader.i18n.msg.
     error_id: str | None = None
     error_params: dict[str, Any] = Field(default_factory=dict)
+    # What every rank of every launch did, on one clock per launch (grader.timeline; its own
+    # `version`; docs/architecture.md, "The result's timeline"). Absent from older Results and
+    # from platform errors: an optional key, so clients of version 1 read a Result as before.
+    timeline: dict[str, Any] | None = Field(
+        default=None,
+        description="What every rank of every launch did, on one clock per launch (its own "
+        "`version`; failing launch first; lanes per rank with items such as collectives from "
+        "call to completion, steps, saves, loads, restarts; at most 50 KB). Schema: "
+        'docs/architecture.md, "The result\'s timeline".',
+    )
 
     @classmethod
     def platform_error(cls, message: str) -> Result:

@@ -203,6 +203,19 @@ class CollectiveCall(Event):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CollectiveDone(Event):
+    """Collective `i` (its `CollectiveCall`) completed on this rank: the call returned or, for a
+    call made with `async_op=True`, a wait on its handle (`Work.wait`, its future's `wait`,
+    `torch.futures.wait_all`) returned (`waited`). `t` is that moment: with the call's `t`, the
+    collective's bar on the result's timeline (`grader.timeline`)."""
+
+    KIND = "collective_done"
+    i: int = 0
+    waited: bool = False  # an async call's handle was waited on (else the call itself returned)
+    line: int | None = None  # the learner's line of the wait (async calls)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BarrierEnter(Event):
     KIND = "barrier_enter"
     line: int | None = None
@@ -380,6 +393,7 @@ class Save(Event):
     holds: str = ""  # "ddp" (the wrapper itself), "module", "state" (state dicts), "other"
     model_state: bool = False  # it holds the model's weights (any layout)
     state_dicts: list[SavedStateDict] = dataclasses.field(default_factory=list)
+    began: float | None = None  # wall time the write began (`t`: when it returned)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Self:
@@ -399,6 +413,7 @@ class Load(Event):
     line: int | None = None
     ok: bool = False
     error: str | None = None
+    began: float | None = None  # wall time the read began (`t`: when it returned)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -426,6 +441,7 @@ class Step(Event):
     ddp_frac: float | None = None  # the share of its parameters that belong to a DDP model
     line: int | None = None
     optimizer: str | None = None  # its class name
+    began: float | None = None  # wall time the step began (`t`: when it returned)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -830,6 +846,9 @@ class OverlapStep(Event):
     returned, ["s"] the optimizer step began. `calls[k]` says what all-reduce k sent. `local` is
     each parameter's gradient sketch (sum and random projections) when it became ready, before
     any averaging (empty: no gradient on this rank this step); `used` the sketch the step read.
+    `times` holds the wall time of each `timeline` entry (same length; empty from an older
+    harness) and `backward` each backward pass's [began, returned] wall times, for the result's
+    timeline (`grader.timeline`).
     """
 
     KIND = "overlap_step"
@@ -839,6 +858,8 @@ class OverlapStep(Event):
     calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     local: list[list[float]] = dataclasses.field(default_factory=list)
     used: list[list[float]] = dataclasses.field(default_factory=list)
+    times: list[float] = dataclasses.field(default_factory=list)
+    backward: list[list[float]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -573,6 +573,7 @@
         this.showErrorEnd(pre, rank.exit_code ? rank.stack : null);
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
+      showTimeline(this.$("timeline"), result.timeline);
       this.showStacks(result.ranks || []);
       // The verdict, not the middle of the check list: scrolled into view, focused, announced.
       if (focus) {
@@ -625,6 +626,31 @@
       holder.append(samplerPicture(sampler, this.t));
     }
   }
+
+  // The result's timeline (static/js/timeline.js), loaded with its styles only when a result
+  // that has one arrives; hidden otherwise.
+  function showTimeline(box, timeline) {
+    if (!box) return;
+    if (!timeline || !timeline.launches || !timeline.launches.length) {
+      box.hidden = true;
+      return;
+    }
+    if (window.RdvTimeline) {
+      window.RdvTimeline.show(box, timeline);
+      return;
+    }
+    box.rdvTimeline = timeline; // the latest result's, drawn once the script is there
+    if (!timelineLoading) {
+      if (box.dataset.style) document.head.append(el("link", { rel: "stylesheet", href: box.dataset.style }));
+      timelineLoading = new Promise((resolve) => {
+        const script = el("script", { src: box.dataset.script });
+        script.addEventListener("load", resolve);
+        document.head.append(script);
+      });
+    }
+    timelineLoading.then(() => window.RdvTimeline && window.RdvTimeline.show(box, box.rdvTimeline));
+  }
+  let timelineLoading = null;
 
   // The end of a Python traceback: the learner's last line that ran (the last frame in main.py,
   // else the last frame) and the error, without the C++ frames torch appends to its errors

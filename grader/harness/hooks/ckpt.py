@@ -6,6 +6,7 @@ import dataclasses
 import io
 import os
 import stat
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -182,7 +183,7 @@ def install(tracer: Tracer) -> None:
             except Exception as exc:
                 tracer.fail("save", exc)
                 info = Save(type=type(obj).__name__, holds="other")
-            info = dataclasses.replace(info, path=path, line=line, target=target)
+            info = dataclasses.replace(info, path=path, line=line, target=target, began=time.time())
             try:
                 out = original(obj, f, *args, **kwargs)
             except BaseException as exc:
@@ -194,13 +195,14 @@ def install(tracer: Tracer) -> None:
         return save
 
     def traced_load(path: Any, line: Any, call: Callable[[], Any]) -> Any:
-        """Run a load, recording where it read from and whether it worked."""
+        """Run a load, recording where it read from, when, and whether it worked."""
+        began = time.time()
         try:
             out = call()
         except BaseException as exc:
-            tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300]))
+            tracer.record(Load(path=path, line=line, ok=False, error=repr(exc)[:300], began=began))
             raise
-        tracer.record(Load(path=path, line=line, ok=True))
+        tracer.record(Load(path=path, line=line, ok=True, began=began))
         return out
 
     def make_load(original: Any) -> Any:
@@ -238,6 +240,7 @@ def install(tracer: Tracer) -> None:
                 tracer.fail("dcp save", exc)
                 info = Save(type=type(state_dict).__name__, holds="other", target="dcp")
             inside["dcp"] = True
+            info = dataclasses.replace(info, began=time.time())
             try:
                 out = original(state_dict, *args, **kwargs)
             except BaseException as exc:

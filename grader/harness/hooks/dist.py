@@ -22,6 +22,7 @@ from grader.events import (
     BarrierEnter,
     CollectiveCall,
     CollectiveCalls,
+    CollectiveDone,
     Collectives,
     Destroy,
     Init,
@@ -52,6 +53,9 @@ COLLECTIVES = (
 # sequences; gather_object and scatter_object_list show there through the collectives they call).
 UNRECORDED = frozenset({"monitored_barrier", "gather_object", "scatter_object_list"})
 MAX_CALL_EVENTS = 4000
+# Handles of async calls not yet waited on that the hook keeps (each holds its tensors alive):
+# past this many, a call's completion is its return, as for a synchronous one.
+MAX_PENDING = 256
 _HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -174,12 +178,16 @@ def install(tracer: Tracer) -> None:
 
         return destroy_process_group
 
+    # id(handle) -> the recorded call it completes, for calls made with async_op=True (the
+    # handles are kept so their ids stay unique until waited on).
+    pending: dict[int, tuple[int, Any]] = {}
+
     def record(
         name: str, line: int, args: tuple[Any, ...], kwargs: dict[str, Any], direct: bool
-    ) -> None:
+    ) -> int | None:
         calls["n"] += 1
         if calls["n"] > MAX_CALL_EVENTS:
-            return
+            return None
         i, step = calls["n"], tracer.steps
         try:
             call = call_record(name, args, kwargs, i=i, line=line, step=step, direct=direct)
@@ -187,16 +195,36 @@ def install(tracer: Tracer) -> None:
             tracer.fail("collective_call", exc)
             call = CollectiveCall(i=i, line=line, step=step, op=name, direct=direct)
         tracer.record(call)
+        return i
+
+    def completed(i: int | None, out: Any) -> None:
+        """Call `i` returned: done now, or (a handle came back) when the handle is waited on."""
+        if i is None:
+            return
+        if isinstance(out, c10d.Work) and len(pending) < MAX_PENDING:
+            pending[id(out)] = (i, out)
+        else:
+            tracer.record(CollectiveDone(i=i))
+
+    def waited(handle: Any, depth: int) -> None:
+        found = pending.pop(id(handle), None)
+        if found is not None:
+            tracer.record(CollectiveDone(i=found[0], waited=True, line=tracer.where(depth)))
 
     def make_collective(name: str) -> Any:
         def make(original: Any) -> Any:
             def collective(*args: Any, **kwargs: Any) -> Any:
                 line = tracer.where()
+                i = None
                 if line is not None and name not in UNRECORDED:
-                    record(name, line, args, kwargs, _called_directly(tracer.learner_file))
+                    i = record(name, line, args, kwargs, _called_directly(tracer.learner_file))
                 if name in ("barrier", "monitored_barrier"):
                     tracer.record(BarrierEnter(line=line))
                 out = original(*args, **kwargs)
+                try:
+                    completed(i, out)
+                except Exception as exc:
+                    tracer.fail("collective_done", exc)
                 if line is not None or name in ("barrier", "monitored_barrier"):
                     counts[name] = counts.get(name, 0) + 1
                 tracer.sync += 1
@@ -208,10 +236,52 @@ def install(tracer: Tracer) -> None:
 
         return make
 
+    def make_wait(original: Any) -> Any:
+        def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(self, *args, **kwargs)
+            if pending:
+                try:
+                    waited(self, 3)
+                except Exception as exc:
+                    tracer.fail("collective_wait", exc)
+            return out
+
+        return wait
+
+    def make_get_future(original: Any) -> Any:
+        def get_future(self: Any, *args: Any, **kwargs: Any) -> Any:
+            fut = original(self, *args, **kwargs)
+            try:  # waiting on the handle's future (torch.futures.wait_all too) waits on it
+                found = pending.get(id(self))
+                if found is not None:
+                    pending[id(fut)] = (found[0], fut)
+            except Exception as exc:
+                tracer.fail("collective_future", exc)
+            return fut
+
+        return get_future
+
+    def make_wait_all(original: Any) -> Any:
+        def wait_all(futures: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(futures, *args, **kwargs)
+            if pending and isinstance(futures, (list, tuple)):
+                try:
+                    for fut in futures:
+                        waited(fut, 3)
+                except Exception as exc:
+                    tracer.fail("collective_wait_all", exc)
+            return out
+
+        return wait_all
+
     for owner in (dist, c10d):
         wrap(owner, "init_process_group", make_init)
         wrap(owner, "destroy_process_group", make_destroy)
         for name in COLLECTIVES:
             wrap(owner, name, make_collective(name))
+    wrap(c10d.Work, "wait", make_wait)
+    wrap(c10d.Work, "get_future", make_get_future)
+    wrap(torch._C.Future, "wait", make_wait)
+    wrap(torch.futures, "wait_all", make_wait_all)
     tracer.finalizers.append(lambda: tracer.record(Collectives(counts=dict(counts))))
     tracer.finalizers.append(lambda: tracer.record(CollectiveCalls(n=calls["n"])))

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import time
 from typing import Any
 
 import torch
@@ -109,7 +110,10 @@ def install(tracer: Tracer) -> None:
 
         return recorded
 
+    began: dict[int, float] = {}  # id(optimizer) -> wall time its current step began
+
     def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        began[id(optimizer)] = time.time()
         # args[0] is the optimizer itself; a closure computes the gradient inside the step.
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         first = replay.pending(tracer)
@@ -136,7 +140,14 @@ def install(tracer: Tracer) -> None:
             current["steps"] += 1
         params = [p for g in optimizer.param_groups for p in g["params"]]
         digest, sums, squares = _digest(params)
-        event = Step(opt=index, n=n, digest=digest, sums=sums, squares=squares)
+        event = Step(
+            opt=index,
+            n=n,
+            digest=digest,
+            sums=sums,
+            squares=squares,
+            began=began.pop(id(optimizer), None),
+        )
         if n == 1:
             names, frac = names_for(params)
             event = dataclasses.replace(

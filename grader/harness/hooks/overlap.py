@@ -13,6 +13,7 @@ that parameter) and of the gradient the step read. A wait after the step is an
 from __future__ import annotations
 
 import gc
+import time
 from typing import Any
 
 import torch
@@ -73,14 +74,27 @@ def install(tracer: Tracer) -> None:
     sketch = _Sketcher()
 
     def new_step() -> dict[str, Any]:
-        return {"timeline": [], "calls": [], "works": {}, "keep": [], "stepped": False}
+        return {
+            "timeline": [],
+            "times": [],
+            "backward": [],
+            "calls": [],
+            "works": {},
+            "keep": [],
+            "stepped": False,
+        }
+
+    def mark(cur: dict[str, Any], token: list[Any]) -> None:
+        """One timeline entry, and when it happened (`OverlapStep.times`)."""
+        cur["timeline"].append(token)
+        cur["times"].append(time.time())
 
     def on_ready(p: torch.Tensor) -> None:
         cur, i = st["cur"], st["index"].get(id(p))
         if cur is None or cur["stepped"] or i is None:
             return
         try:
-            cur["timeline"].append(["r", i])
+            mark(cur, ["r", i])
             with quiet(), torch.no_grad():
                 st["local"][i] = sketch(i, p.grad)
         except Exception as exc:
@@ -146,6 +160,8 @@ def install(tracer: Tracer) -> None:
                 calls=cur["calls"],
                 local=cur["local"],
                 used=cur["used"],
+                times=cur["times"],
+                backward=cur["backward"],
             )
         )
 
@@ -168,9 +184,11 @@ def install(tracer: Tracer) -> None:
             except Exception as exc:
                 st["done"] = True
                 tracer.fail("overlap_backward", exc)
+            began = time.time()
             out = original(*args, **kwargs)
             if cur is not None:
-                cur["timeline"].append(["e"])
+                mark(cur, ["e"])
+                cur["backward"].append([began, cur["times"][-1]])
             return out
 
         return backward
@@ -207,7 +225,7 @@ def install(tracer: Tracer) -> None:
                         "redop": str(op if op is not None else "SUM").rsplit(".", 1)[-1],
                     }
                 )
-                cur["timeline"].append(["a", k])
+                mark(cur, ["a", k])
             out = original(*args, **kwargs)
             if record and out is not None:
                 cur["works"][id(out)] = k
@@ -229,7 +247,7 @@ def install(tracer: Tracer) -> None:
                 if step["stepped"]:
                     tracer.record(OverlapLateWait(n=step["n"], k=k, line=line))
                 else:
-                    step["timeline"].append(["w", k, line])
+                    mark(step, ["w", k, line])
                 break
         except Exception as exc:
             tracer.fail("overlap_wait", exc)
@@ -277,7 +295,7 @@ def install(tracer: Tracer) -> None:
         try:
             with quiet(), torch.no_grad():
                 params = st["params"] or []
-                cur["timeline"].append(["s"])
+                mark(cur, ["s"])
                 cur["n"] = tracer.steps + 1
                 cur["line"] = tracer.where()
                 cur["used"] = [sketch(i, p.grad) for i, p in enumerate(params)]
