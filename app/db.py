@@ -134,6 +134,23 @@ def unit_of_work() -> Iterator[Session]:
         session.close()
 
 
+def background_units_of_work(url: str, connections: int = 2) -> SessionFactory:
+    """Units of work on an engine of their own, for a background consumer: it never takes one
+    of the connections the requests' admission counts on (app/limits.py admits as many
+    requests as the request pool holds), so a request never waits behind it for one."""
+    maker = sessionmaker(
+        bind=make_engine(url, pool_size=connections, max_overflow=0, pool_timeout=30),
+        expire_on_commit=False,
+    )
+
+    @contextmanager
+    def unit() -> Iterator[Session]:
+        with maker.begin() as session:
+            yield session
+
+    return unit
+
+
 def get_session() -> Iterator[Session]:
     with unit_of_work() as session:
         yield session

@@ -32,7 +32,7 @@ from app.compression import Compression
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
-from app.db import unit_of_work
+from app.db import background_units_of_work, unit_of_work
 from app.domain_events import subscribe
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
@@ -92,11 +92,12 @@ class Consumer(Protocol):
 
 def _analytics_consumer(settings: Settings) -> Consumer:
     """The analytics consumer of the domain events (app/analytics/consumer.py)."""
+    units = background_units_of_work(settings.database_url)  # not the requests' pool
     if settings.analytics_consumer == "queue":
         from app.analytics.queue import QueueConsumer
 
-        return QueueConsumer(unit_of_work, conninfo=settings.queue_conninfo())
-    return ThreadConsumer(unit_of_work)
+        return QueueConsumer(units, conninfo=settings.queue_conninfo())
+    return ThreadConsumer(units)
 
 
 def _admitted(settings: Settings) -> int:
