@@ -109,7 +109,7 @@ async def _run(
         devices = [await sign_up(http, f"load{i}@example.org", 2) for i in range(learners)]
     tabs = [devices[i % learners][(i // learners) % 2] for i in range(clients)]
     latencies: list[float] = []
-    failures = 0
+    statuses: dict[str, int] = {}
     events = _has_events(url)
     stop = asyncio.Event()
     lags: list[float] = []
@@ -117,7 +117,6 @@ async def _run(
     deadline = time.perf_counter() + seconds
 
     async def client(headers: dict[str, str], http: httpx.AsyncClient) -> None:
-        nonlocal failures
         rng = random.Random()
         while time.perf_counter() < deadline:
             batch = [_event(rng) for _ in range(rng.randint(1, 3))]
@@ -126,9 +125,10 @@ async def _run(
                 answer = await http.post(
                     "/api/v1/progress/events", json={"events": batch}, headers=headers
                 )
-                failures += answer.status_code != 200
+                status = str(answer.status_code)
             except httpx.HTTPError:  # a connection the server dropped under the load
-                failures += 1
+                status = "dropped"
+            statuses[status] = statuses.get(status, 0) + 1
             latencies.append(time.perf_counter() - started)
 
     limits = httpx.Limits(max_connections=clients * 2, max_keepalive_connections=clients * 2)
@@ -140,7 +140,8 @@ async def _run(
         await sampler
     figures: dict[str, float | str] = {
         "syncs": len(latencies),
-        "failed": failures,
+        "failed": len(latencies) - statuses.get("200", 0),
+        "statuses": " ".join(f"{k}:{v}" for k, v in sorted(statuses.items())),
         "p50": statistics.median(latencies) * 1000 if latencies else 0.0,
         "p99": _p(latencies, 0.99),
         "per_s": len(latencies) / seconds,
@@ -197,7 +198,7 @@ def _line(name: str, figures: dict[str, float | str]) -> str:
     line = (
         f"{name:>9}: p50 {figures['p50']:7.1f} ms  p99 {figures['p99']:7.1f} ms  "
         f"{figures['per_s']:6.1f} syncs/s  ({figures['syncs']} syncs, {figures['failed']} "
-        f"not 200)  load {figures['load']}"
+        f"not 200: {figures['statuses']})  load {figures['load']}"
     )
     if "lag_p99" in figures:
         line += (
