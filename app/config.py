@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     auth_address_limit_factor: int = Field(1, ge=1, le=1000)
     # Instructor analytics: a figure counting fewer learners than this (but some) shows as "<N".
     analytics_min_cohort: int = Field(5, ge=1, le=1000)
+    # The analytics consumer (app/analytics/consumer.py): "thread", one in the app's process
+    # (any database); "queue", a procrastinate task run by every app process's worker
+    # (PostgreSQL, several app processes). Started with the app unless in tests (None).
+    analytics_consumer: Literal["thread", "queue"] = "thread"
+    analytics_autostart: bool | None = None
 
     # Grading pipeline. Start the backend with the web app; unset: yes, except when
     # RDV_ENVIRONMENT=test (unit tests build many apps and grade through their own backends).
@@ -109,6 +114,11 @@ class Settings(BaseSettings):
             )
         scheme, rest = url.split("://", 1)
         return "postgresql://" + rest if "+" in scheme else url
+
+    def analytics_autostarts(self) -> bool:
+        if self.analytics_autostart is None:
+            return self.environment != "test"
+        return self.analytics_autostart
 
     def grading_autostarts(self) -> bool:
         if self.grading_autostart is None:

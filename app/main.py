@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from app.analytics import routes as analytics_routes
+from app.analytics.consumer import ThreadConsumer
 from app.assets import Assets
 from app.auth import account_pages
 from app.auth import pages as auth_pages
@@ -31,7 +32,8 @@ from app.compression import Compression
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
-from app.db import unit_of_work
+from app.db import background_units_of_work, unit_of_work
+from app.domain_events import subscribe
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
 from app.input_rule import InputRule, document_rule
@@ -63,15 +65,39 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             backend = make_backend()
             await asyncio.to_thread(backend.start)
         app.state.grading_backend = backend
+        consumer = _analytics_consumer(settings) if settings.analytics_autostarts() else None
+        unsubscribe = None
+        if consumer is not None:
+            await asyncio.to_thread(consumer.start)
+            unsubscribe = subscribe(consumer.notify)  # after each commit that recorded events
         try:
             yield
         finally:
+            if consumer is not None and unsubscribe is not None:
+                unsubscribe()
+                await asyncio.to_thread(consumer.stop)
             if backend is not None:
                 await asyncio.to_thread(backend.stop)
                 app.state.grading_backend = None
             await asyncio.to_thread(close_outbox)  # the queued mails leave first (bounded)
 
     return run
+
+
+class Consumer(Protocol):
+    def start(self) -> None: ...
+    def notify(self, partitions: frozenset[int]) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _analytics_consumer(settings: Settings) -> Consumer:
+    """The analytics consumer of the domain events (app/analytics/consumer.py)."""
+    units = background_units_of_work(settings.database_url)  # not the requests' pool
+    if settings.analytics_consumer == "queue":
+        from app.analytics.queue import QueueConsumer
+
+        return QueueConsumer(units, conninfo=settings.queue_conninfo())
+    return ThreadConsumer(units)
 
 
 def _admitted(settings: Settings) -> int:

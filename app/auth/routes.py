@@ -25,7 +25,7 @@ from app.auth.schemas import (
     UserPublic,
 )
 from app.client import request_ip
-from app.db import SessionDep
+from app.db import SessionDep, after_commit
 from app.errors import AppError, error_responses
 from app.i18n import resolve_locale
 from app.submissions import service as submissions
@@ -193,14 +193,14 @@ def delete_account(
 
 
 def delete_with_queued_code(request: Request, session: Session, user: User, password: str) -> None:
-    """Delete the account (lifecycle.py) and, once that is committed, the code of its
-    submissions still waiting in the grading queue (app/submissions/queue.py)."""
+    """Delete the account (lifecycle.py) and, once that is committed (the request's one commit
+    point), the code of its submissions still waiting in the grading queue
+    (app/submissions/queue.py)."""
     job_ids = submissions.queued_job_ids(session, user.id)
     lifecycle.delete_account(session, user, password=password)
-    session.commit()
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
     if backend is not None and job_ids:
-        backend.withdraw(job_ids)
+        after_commit(session, lambda: backend.withdraw(job_ids))
 
 
 @api_router.post(

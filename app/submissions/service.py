@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.analytics import rollups
 from app.db import as_utc, utcnow
+from app.domain_events import Event, Kind, record
 from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
@@ -87,8 +87,9 @@ def submit(
         if earlier is None:
             raise
         return Submitted(_same_or_conflict(earlier, exercise, code), created=False)
-    # Under the learner's lock, as is every refresh of their analytics rollups.
-    rollups.refresh_attempts(session, user_id, exercise, as_utc(submission.created_at).date())
+    record(
+        session, [Event(Kind.SUBMISSION, user_id, exercise, as_utc(submission.created_at).date())]
+    )
     return Submitted(submission, created=True)
 
 
@@ -185,14 +186,10 @@ def save_draft(
     now = utcnow()
     if stored is not None and as_utc(stored.updated_at).date() == now.date():
         return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now)
-    # A new draft, or its first save of the day: it moves the analytics' "opened" counters.
-    repo.lock_learner(session, user_id=user_id)
-    return rollups.changing_draft(
-        session,
-        user_id,
-        exercise,
-        lambda: repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now),
-    )
+    # A new draft, or its first save of the day: the day it was last saved changes.
+    draft = repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now)
+    record(session, [Event(Kind.DRAFT, user_id, exercise)])
+    return draft
 
 
 def _changed_since(draft: Draft, base: datetime) -> bool:
@@ -204,13 +201,8 @@ def _changed_since(draft: Draft, base: datetime) -> bool:
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
-    repo.lock_learner(session, user_id=user_id)
-    rollups.changing_draft(
-        session,
-        user_id,
-        exercise,
-        lambda: repo.delete_draft(session, user_id=user_id, exercise=exercise),
-    )
+    repo.delete_draft(session, user_id=user_id, exercise=exercise)
+    record(session, [Event(Kind.DRAFT, user_id, exercise)])
 
 
 def queued_job_ids(session: Session, user_id: uuid.UUID) -> list[int]:
