@@ -397,3 +397,57 @@ def test_signing_out_forgets_the_saved_pages(page: Any) -> None:
           return true;
         })""",
     )
+
+
+def indicator_on_screen(page: Any) -> bool:
+    line = page.locator("[data-offline-indicator]")
+    if not line.is_visible():
+        return False
+    box = line.bounding_box()
+    return box is not None and 0 <= box["y"] < page.viewport_size["height"]
+
+
+def test_an_unsaved_page_opened_offline_keeps_the_saved_lessons_and_the_sync(
+    page: Any, live_server: LiveServer
+) -> None:
+    """Issue 38: the offline page (kept for a visitor) was taken for a sign-out; every saved
+    lesson was forgotten and nothing was sent on reconnecting. Also: ?step= is honoured offline
+    and a line at the top says the page is offline."""
+    email = new_learner(page, f"/lessons/{LESSON}")
+    worker_ready(page)
+    steps = page.eval_on_selector_all(
+        ".step-card[data-step-id]", "c => c.map(x => x.dataset.stepId)"
+    )
+    assert [kind for kind, _ in CARDS[:3]] == ["step"] * 3
+    page.goto(f"/lessons/{LESSON}?step=1")
+    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")
+    outbox_empty(page)
+    assert not indicator_on_screen(page)
+
+    page.context.set_offline(True)
+    page.reload()
+    assert indicator_on_screen(page)
+    page.click('[data-step-nav="next"]')  # step 1 done, offline
+
+    page.goto("/lessons/torchrun-launch")  # not saved: the offline page
+    page.wait_for_selector("#offline-title")
+    page.locator("[data-offline-lessons] a").nth(2).wait_for()  # still listed
+    page.goto(f"/lessons/{LESSON}?step=2")  # the saved copy was rendered at step 1
+    assert page.get_attribute("#lesson", "data-lesson-id") == LESSON
+    assert page.get_attribute("#steps", "data-current") == "2"
+    assert page.locator(f"#step-{steps[1]}").is_visible()
+    assert indicator_on_screen(page)
+    page.click('[data-step-nav="next"]')  # step 2 done, offline
+    assert {f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}"} <= set(saved_pages(page))
+    waiting = page.evaluate("RdvClient.pending().then(e => e.map(x => x.type))")
+    assert waiting.count("step_completed") == 2, waiting
+
+    page.goto("/lessons/torchrun-launch")  # reconnect on the offline page itself
+    page.wait_for_selector("#offline-title")
+    page.context.set_offline(False)
+    outbox_empty(page)
+    token = other_device(live_server.url, email)
+    server = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
+    assert sorted(server["completed_steps"]) == sorted(steps[:2])
+    page.goto(f"/lessons/{LESSON}")
+    assert not indicator_on_screen(page)
