@@ -1,0 +1,60 @@
+"""What a visitor's walk through lesson 1 records and shows (issue 38): the step just before a
+quick check counts as done when the learner moves on to the question; a link straight to an
+exercise reaches that card, not step 1; the starter shows its comments in the learner's language
+(tr), or says that they are in English."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.config import REPO_ROOT
+from app.content.loader import load_catalog
+from tests.e2e.conftest import LiveServer
+
+LESSON = "data-vs-model-parallelism"
+CARDS = load_catalog(REPO_ROOT / "lessons").lessons[LESSON].lesson.cards()
+BEFORE_QUIZ = next(n for n, (kind, _) in enumerate(CARDS, 1) if kind == "question") - 1
+
+
+def outbox(page: Any) -> list[dict[str, Any]]:
+    page.wait_for_timeout(300)  # the outbox is written just after the card is shown
+    events: list[dict[str, Any]] = page.evaluate("RdvClient.pending()")
+    return events
+
+
+def test_the_step_before_a_quiz_is_done_when_the_question_is_shown(page: Any) -> None:
+    assert CARDS[BEFORE_QUIZ - 1][0] == "step"
+    step_id = CARDS[BEFORE_QUIZ - 1][1]
+    page.goto(f"/lessons/{LESSON}?step={BEFORE_QUIZ}")
+    page.click('[data-step-nav="next"]')  # on to the first question
+    page.locator(".step-card--quiz:not([hidden])").wait_for()
+    done = [e["step_id"] for e in outbox(page) if e["type"] == "step_completed"]
+    assert done == [step_id]
+    assert page.locator(f'[data-step-link="{BEFORE_QUIZ}"].is-completed').count() == 1
+
+
+def test_a_link_to_an_exercise_reaches_the_exercise_not_step_1(page: Any) -> None:
+    page.goto(f"/lessons/{LESSON}#exercise-allreduce-by-hand")
+    page.locator(".step-card--exercise:not([hidden])").wait_for()
+    assert outbox(page) == []  # no position on step 1, nothing completed
+
+
+def test_the_starter_s_comments_follow_the_learner_s_language(
+    browser: Any, live_server: LiveServer
+) -> None:
+    context = browser.new_context(base_url=live_server.url, locale="tr")
+    context.add_cookies([{"name": "rdv_locale", "value": "tr", "url": live_server.url}])
+    try:
+        page = context.new_page()
+        page.goto(f"/lessons/{LESSON}#exercise-allreduce-by-hand")
+        card = page.locator("#exercise-allreduce-by-hand")
+        code = card.locator(".exercise-preview__code")
+        code.wait_for()
+        assert "İki TODO fonksiyonunu doldurun" in code.inner_text()
+        assert "# TODO: her parametrenin rank 0'daki" in code.inner_text()
+        assert card.locator('[data-role="starter-fallback"]').count() == 0
+        page.goto(f"/lessons/{LESSON}#exercise-overlap-buckets")  # no translation: said so
+        note = page.locator('#exercise-overlap-buckets [data-role="starter-fallback"]')
+        assert "İngilizce" in note.inner_text() and note.is_visible()
+    finally:
+        context.close()
