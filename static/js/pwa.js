@@ -163,9 +163,16 @@
     if (saved) listSavedLessons(saved);
     var welcome = document.querySelector(".notice--welcome");
     if (welcome) {
+      var greet = function () {
+        welcome.scrollIntoView({ block: "start" });
+        welcome.focus({ preventScroll: true });
+      };
       welcome.setAttribute("tabindex", "-1");
-      welcome.scrollIntoView({ block: "start" });
-      welcome.focus({ preventScroll: true });
+      greet();
+      // The browser scrolls to the URL's #fragment (an exercise's card) after this: greet again
+      // once the page has loaded, so the notice is what is on screen.
+      if (document.readyState === "complete") requestAnimationFrame(greet);
+      else window.addEventListener("load", function () { requestAnimationFrame(greet); });
     }
     offlineIndicator();
     Promise.all([visitorEvents, sync()]).then(function (results) {

@@ -5,10 +5,12 @@ exercise reaches that card, not step 1; the starter shows its comments in the le
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from app.config import REPO_ROOT
 from app.content.loader import load_catalog
+from tests.e2e.accounts import sign_in_after_registering
 from tests.e2e.conftest import LiveServer
 
 LESSON = "data-vs-model-parallelism"
@@ -58,3 +60,27 @@ def test_the_starter_s_comments_follow_the_learner_s_language(
         assert "İngilizce" in note.inner_text() and note.is_visible()
     finally:
         context.close()
+
+
+def test_the_welcome_notice_is_on_screen_after_signing_up_from_an_exercise(page: Any) -> None:
+    """Issue 38: landing back on the exercise's card scrolled the notice off screen (y = -294)."""
+    page.goto(f"/lessons/{LESSON}#exercise-allreduce-by-hand")
+    preview = page.locator("#exercise-allreduce-by-hand .exercise-preview")
+    back = preview.get_by_role("link", name="Create an account").get_attribute("href")
+    assert back is not None and back.startswith("/register?next=")
+    email = f"e2e-{uuid.uuid4().hex[:12]}@example.org"
+    password = "correct horse battery staple"
+    page.goto(back)
+    page.fill("#display_name", "Ada")
+    page.fill("#email", email)
+    page.fill("#password", password)
+    page.locator("form.auth-form button[type=submit]").click()
+    page.wait_for_selector('[data-testid="registered"]')
+    sign_in_after_registering(page, email=email, password=password)
+    page.wait_for_load_state("load")
+    welcome = page.locator(".notice--welcome")
+    welcome.wait_for()
+    page.wait_for_timeout(500)  # the page settles: fragment scroll, the welcome's own
+    box = welcome.bounding_box()
+    assert box is not None and 0 <= box["y"] < page.viewport_size["height"], box
+    assert page.evaluate("document.activeElement.classList.contains('notice--welcome')")
