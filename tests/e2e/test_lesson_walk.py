@@ -84,3 +84,33 @@ def test_the_welcome_notice_is_on_screen_after_signing_up_from_an_exercise(page:
     box = welcome.bounding_box()
     assert box is not None and 0 <= box["y"] < page.viewport_size["height"], box
     assert page.evaluate("document.activeElement.classList.contains('notice--welcome')")
+
+
+def test_a_rank_that_died_in_cpp_gets_an_error_box(page: Any) -> None:
+    """Issue 38: gloo's abort leaves no Python traceback, only a fatal dump and C++ lines; the
+    rank's pane still opens with its error end (the learner's line, the abort and its reason)."""
+    from tests.e2e.conftest import sign_up
+    from tests.e2e.results import failed_result
+
+    sign_up(page, "/lessons/ddp-fundamentals")
+    page.goto("/lessons/ddp-fundamentals#exercise-train")
+    section = page.locator('section.sub[data-exercise="ddp-fundamentals/train"]')
+    section.locator(".cm-content").wait_for()
+    result = failed_result()
+    aborted = {
+        "rank": 0,
+        "exit_code": -6,
+        "output": "epoch 0\nterminate called after throwing an instance of "
+        "'gloo::EnforceNotMet'\n  what():  [enforce fail at pair.cc:446] op.preamble.length"
+        " <= op.nbytes. 8 vs 4\n",
+        "truncated": False,
+        "stack": "Fatal Python error: Aborted\n\nCurrent thread (most recent call first):\n"
+        '  File "main.py", line 54 in main\n  File "main.py", line 70 in <module>',
+    }
+    result["ranks"] = [aborted, *[r for r in result["ranks"] if r["rank"] != 0]]
+    section.evaluate("(s, r) => s.rdvExercise.showResult('done', r, true)", result)
+    box = section.locator(".sub__error-end").first
+    box.wait_for()
+    text = box.inner_text()
+    assert 'File "main.py", line 54 in main' in text
+    assert "Fatal Python error: Aborted" in text and "gloo::EnforceNotMet" in text
