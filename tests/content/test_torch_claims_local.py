@@ -190,6 +190,9 @@ def test_fsdp2_without_reshard_after_forward_still_reshards_after_backward() -> 
     assert "self.reshard_after_backward: bool = True" in inspect.getsource(FSDPParamGroup.__init__)
     post_backward = inspect.getsource(FSDPParamGroup.post_backward)
     assert "if self.reshard_after_backward:" in post_backward and "self.reshard()" in post_backward
+    # Lesson 3, zero-stages: the default is None, True on every module but the root.
+    assert inspect.signature(fully_shard).parameters["reshard_after_forward"].default is None
+    assert "If ``None``, it is set to ``True`` for non-root modules and ``False`` for root" in doc
     lazy_init = inspect.getsource(FSDPState._lazy_init)
     assert "if self._auto_reshard_after_forward:" in lazy_init
     assert "post_forward_mesh_info = None" in lazy_init
