@@ -149,20 +149,25 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
             continue
         names = next((e.names for (o, n), e in ref.items() if o == key[0] and n == 1), None)
         where, va, vb = _first_difference(a.sums, other.sums, names or [])
-        return failed(
-            msg(
+        facts = {"step": key[1], "rank": rank, "other": vb, "ref": va}
+        if where is None:  # equal sums (an update that moves values in opposite directions)
+            where, va, vb = _first_difference(a.squares, other.squares, names or [])
+            text = msg(
+                "ddp.params_differ_squares",
+                "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
+                "the sum of squares of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on "
+                "rank 0.",
+                **{**facts, "other": vb, "ref": va, "param": where or ""},
+            )
+        else:
+            text = msg(
                 "ddp.params_differ",
                 "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
                 "the sum of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on rank 0.",
-                step=key[1],
-                rank=rank,
-                param=where or "",
-                other=vb,
-                ref=va,
-            ),
-            rank=rank,
-            line=_line_of(steps[rank].get((key[0], 1))),
-        )
+                **facts,
+                param=where,
+            )
+        return failed(text, rank=rank, line=_line_of(steps[rank].get((key[0], 1))))
     if compared == 0:
         common = msg("ddp.reached_common_step", "the ranks took a step in common")
         if early := run.not_reached(common):
@@ -184,11 +189,15 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
 
 
 def _same(a: Step, b: Step) -> bool:
-    """Equal parameters: the same digest, or the same sum in every tensor to float64 precision
-    (bitwise noise only)."""
+    """Equal parameters: the same digest, or the same sum and sum of squares in every tensor to
+    float64 precision (bitwise noise only). The squares see what the sums cannot: an update that
+    moves a tensor's values by opposite amounts (a two-class head under Adam) keeps its sum."""
     if a.digest == b.digest:
         return True
-    return _first_difference(a.sums, b.sums, [])[0] is None
+    return (
+        _first_difference(a.sums, b.sums, [])[0] is None
+        and _first_difference(a.squares, b.squares, [])[0] is None
+    )
 
 
 def _paired_steps(
