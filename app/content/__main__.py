@@ -1,6 +1,6 @@
 """`python -m app.content validate | schema | new-exercise | check-exercise`: check the lesson
 files (and list stale translations), export the JSON Schema, scaffold an exercise, grade an
-exercise's solution and starter."""
+exercise's solution, starter and ablations."""
 
 from __future__ import annotations
 

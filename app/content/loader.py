@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from app.content import staleness, starters
+from app.content.ablations import ablation_issues
 from app.content.hintcheck import hint_level_issues
 from app.content.schemas import Course, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
@@ -178,7 +179,8 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     step_ids = {step.id for step in lesson.steps}
     for index, exercise in enumerate(lesson.exercises):
         folder = file.parent / "exercises" / exercise.id
-        for issue in hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder)):
+        issues = hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder))
+        for issue in issues + ablation_issues(index, exercise, folder):
             line = line_of(tree, issue.loc)
             problems.append(Problem(file, line, format_loc(issue.loc), issue.text, issue.warning))
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
