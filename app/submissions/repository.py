@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
-from app.db import utcnow
+from app.db import as_utc, utcnow
 from app.submissions.models import (
     QUEUED,
     RUNNING,
@@ -266,6 +266,36 @@ def put_draft(
         draft.updated_at = now or utcnow()
     session.flush()
     return draft
+
+
+def claim_draft(
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str,
+    code: str,
+    base: datetime,
+    tolerance: timedelta,
+) -> bool:
+    """Compare-and-set: whether the stored draft is still the version saved at `base` (or holds
+    `code` already), decided by the database in one conditional UPDATE that also locks the row
+    for the rest of the transaction. A concurrent save from the same base waits on that lock and
+    then finds the row changed (0 rows): it can never overwrite this one unseen."""
+    base = as_utc(base)
+    result = session.execute(
+        update(Draft)
+        .where(
+            Draft.user_id == user_id,
+            Draft.exercise == exercise,
+            or_(
+                Draft.updated_at.between(base - tolerance, base + tolerance),
+                Draft.code == code,
+            ),
+        )
+        .values(code=Draft.code)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0) == 1)
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:

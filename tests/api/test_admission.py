@@ -101,17 +101,18 @@ def test_the_slot_goes_back_when_the_response_starts() -> None:
     assert free_after_start == [1]
 
 
-def test_outside_gives_the_slot_back_and_takes_one_again() -> None:
+def test_a_slot_given_back_is_taken_again_within_a_deadline_or_not_at_all() -> None:
     async def scenario() -> list[bool]:
         semaphore = asyncio.Semaphore(1)
         mine, other = Slot(semaphore, 0.1), Slot(semaphore, 0.1)
         assert await mine.acquire()
         seen = [await other.acquire()]  # taken: the other waits, then gives up
-        async with mine.outside():
-            seen.append(await other.acquire())  # free while mine waits outside
-            other.release()
-        seen.append(mine.held)
+        mine.release()  # an outside wait: the slot is free meanwhile
+        seen.append(await other.acquire())
+        seen.append(await mine.acquire(timeout_s=0.05))  # taken back? not while other holds it
+        other.release()
+        seen.append(await mine.acquire(timeout_s=0.05))
         mine.release()
         return seen
 
-    assert asyncio.run(scenario()) == [False, True, True]
+    assert asyncio.run(scenario()) == [False, True, False, True]
