@@ -47,6 +47,18 @@ def lock_learner(session: Session, *, user_id: uuid.UUID) -> None:
     session.execute(select(User.id).where(User.id == user_id).with_for_update())
 
 
+QUEUE_LOCK = 39_016  # the advisory lock that orders submissions into the queue
+
+
+def lock_queue(session: Session) -> None:
+    """Take the queue's turn until the transaction ends, so that a new submission sees every
+    one made before it (committed) and its queue position is unique and increasing (issue 39,
+    N16: concurrent submissions each counted the others as not there). PostgreSQL: an advisory
+    lock; SQLite's writers are serialised already."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(QUEUE_LOCK)))
+
+
 def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:
     return (
         session.scalar(

@@ -66,6 +66,7 @@ def submit(
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
     repo.lock_learner(session, user_id=user_id)  # count and insert as one step
+    repo.lock_queue(session)  # then take a place in the queue after every earlier submission
     if repo.count_in_flight(session, user_id=user_id) >= max_in_flight:
         raise TooManyInFlight(count=max_in_flight)
     submission = Submission(
@@ -76,6 +77,7 @@ def submit(
         idempotency_key=idempotency_key or None,
         status=QUEUED,
         attempts=0,
+        created_at=utcnow(),  # under the queue's lock: after every earlier submission
     )
     try:
         with session.begin_nested():
