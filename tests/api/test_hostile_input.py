@@ -292,3 +292,22 @@ def test_analytics_until_the_calendar_s_last_day_is_answered(
             path, params={"until": "9999-12-31", "since": "0001-01-01"}, headers=auth
         )
         assert answer.status_code == 200, (path, answer.text)
+
+
+def test_a_row_deleted_under_a_request_is_409_not_500(session: Session) -> None:
+    """Issue 39, D9: a sync in flight while the account is deleted updated a device row that was
+    gone (StaleDataError: 500). Whatever raises it, the answer is 409 `changed_meanwhile`."""
+    from sqlalchemy.orm.exc import StaleDataError
+
+    from app.main import create_app
+
+    application = create_app()
+
+    @application.get("/api/v1/stale-for-the-test")
+    def stale() -> None:
+        raise StaleDataError("UPDATE device_tokens: 1 row expected, 0 were matched")
+
+    with TestClient(application) as stale_client:
+        answer = stale_client.get("/api/v1/stale-for-the-test")
+    assert answer.status_code == 409
+    assert answer.json()["code"] == "changed_meanwhile"
