@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     # Coach questions one learner may have waiting at once, counted apart from the requests
     # above: a learner's questions waiting on a slow model never make another endpoint 429.
     max_questions_per_learner: int = 8
+    # Admission slots one learner's requests may hold at once (the rest of theirs wait for
+    # their turn without a slot): a few learners whose requests wait on their own locks never
+    # hold every slot.
+    max_slots_per_learner: int = Field(2, ge=1)
     # Stopping (SIGTERM): requests in progress get this long to finish, then are cut off.
     shutdown_grace_s: float = Field(20.0, gt=0)
     # Connections: a request's headers must arrive within this; an idle one closes after it.

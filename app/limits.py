@@ -171,6 +171,7 @@ class RequestLimits:
         streams_per_caller: int,
         admitted: int,
         questions_per_caller: int | None = None,
+        slots_per_caller: int | None = None,
         wait_s: float,
         learner_of: Callable[[str], str | None],
         trusted_proxies: Iterable[str] = (),
@@ -181,6 +182,11 @@ class RequestLimits:
         self.per_caller = per_caller
         self.streams_per_caller = streams_per_caller
         self.questions_per_caller = questions_per_caller or per_caller
+        # At most this many of the admission slots held by one caller's requests at once: a
+        # learner's batches that wait on that learner's own lock (the progress cursor) cannot
+        # hold every slot (issue 39, D4: 5 learners x 8 big syncs, everyone else 503).
+        self.slots_per_caller = slots_per_caller or per_caller
+        self._own: dict[str, asyncio.Semaphore] = {}
         self.wait_s = wait_s
         self.body_grace_s = body_grace_s
         self.body_min_rate = body_min_rate
@@ -221,13 +227,17 @@ class RequestLimits:
             return
         counter[caller] += 1
         try:
-            await self._admitted(scope, receive, send)
+            await self._admitted(scope, receive, send, None if question else caller)
         finally:
             _decrement(counter, caller)
+            if caller not in self._requests:  # none of theirs in progress: nobody waits on it
+                self._own.pop(caller, None)
 
-    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read the body (holding nothing), take a slot, run; the slot goes back when the
-        response starts (app/admission.py)."""
+    async def _admitted(
+        self, scope: Scope, receive: Receive, send: Send, caller: str | None = None
+    ) -> None:
+        """Read the body (holding nothing), take the caller's share and a slot, run; both go
+        back when the response starts (app/admission.py)."""
         if has_body(scope.get("method", "")):
             declared = _header(scope, b"content-length")
             try:
@@ -246,8 +256,13 @@ class RequestLimits:
                 await (await handle_http(Request(scope), exc))(scope, receive, send)
                 return
             receive = replay(body, receive)
+        share = Slot(self._share_of(caller), self.wait_s)  # a no-op without a caller
+        if not await share.acquire():
+            await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+            return
         slot = Slot(self._admission, self.wait_s)
         if not await slot.acquire():
+            share.release()
             await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
             return
         scope[SLOT_KEY] = slot
@@ -255,12 +270,22 @@ class RequestLimits:
         async def send_releasing(message: Message) -> None:
             if message["type"] == "http.response.start":
                 slot.release()  # the answer is made: a slow reader holds no slot
+                share.release()
             await send(message)
 
         try:
             await self.app(scope, receive, send_releasing)
         finally:
             slot.release()
+            share.release()
+
+    def _share_of(self, caller: str | None) -> asyncio.Semaphore | None:
+        if caller is None:
+            return None
+        share = self._own.get(caller)
+        if share is None:
+            share = self._own[caller] = asyncio.Semaphore(self.slots_per_caller)
+        return share
 
     async def _stream(self, caller: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A live event stream holds no connection between its polls: it is not admitted like a

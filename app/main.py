@@ -154,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         per_caller=settings.max_requests_per_learner,
         streams_per_caller=settings.max_streams_per_learner,
         questions_per_caller=settings.max_questions_per_learner,
+        slots_per_caller=settings.max_slots_per_learner,
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
         learner_of=_learner_of(app),
