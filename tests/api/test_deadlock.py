@@ -28,8 +28,8 @@ from tests.coach.fake_llm import FakeModel
 
 PASSWORD = "violet kettle marmalade"
 LESSON = "ddp-fundamentals"
-MODEL_TIMEOUT_S = 4.0  # the coach's deadline for the model (RDV_COACH_TIMEOUT_SECONDS)
-MODEL_TAKES_S = 12.0  # the model answers well after it
+MODEL_TIMEOUT_S = 20.0  # the coach's deadline for the model (the default, as in the probe)
+MODEL_TAKES_S = 30.0  # the model answers well after it (the probe's 30 s)
 # The model's deadline and its grace, the admission wait, plus the slack of a box shared by many
 # (load 23 on 2 cores seen: 55 s for a question): the point is an answer at all where none came
 # (the deadlocked server never answered); the benchmark (benchmarks/deadlock.py) times them.
