@@ -39,7 +39,7 @@ from app.health import routes as health_routes
 from app.input_rule import InputRule, document_rule
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
-from app.mail import close_outbox
+from app.outmail.sender import Sender
 from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
@@ -70,6 +70,9 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
         if consumer is not None:
             await asyncio.to_thread(consumer.start)
             unsubscribe = subscribe(consumer.notify)  # after each commit that recorded events
+        mail: Sender | None = None
+        if settings.mail_autostarts():
+            mail = Sender(unit_of_work, settings, concurrency=settings.mail_concurrency).start()
         try:
             yield
         finally:
@@ -79,7 +82,8 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             if backend is not None:
                 await asyncio.to_thread(backend.stop)
                 app.state.grading_backend = None
-            await asyncio.to_thread(close_outbox)  # the queued mails leave first (bounded)
+            if mail is not None:  # mails not sent stay queued: the next start sends them
+                await asyncio.to_thread(mail.stop)
 
     return run
 
@@ -175,6 +179,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         RequestLimits,
         per_caller=settings.max_requests_per_learner,
         streams_per_caller=settings.max_streams_per_learner,
+        questions_per_caller=settings.max_questions_per_learner,
+        slots_per_caller=settings.max_slots_per_learner,
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
         learner_of=_learner_of(app),

@@ -230,7 +230,8 @@
       } else if (saved.status === "offline") {
         this.$("draft").textContent = this.t.draft_saved_offline;
       } else if (saved.status === "conflict") {
-        const theirs = await window.RdvClient.loadDraft(this.exercise);
+        // Both versions: the editor keeps mine, the conflict box shows theirs (from the 409).
+        const theirs = saved.theirs || (await window.RdvClient.loadDraft(this.exercise));
         if (theirs && !theirs.offline) this.showConflict(theirs);
       }
     }
