@@ -46,7 +46,7 @@ def builtin_reply(prepared: Prepared) -> Reply:
 
 def _messages(prepared: Prepared) -> list[dict[str, str]]:
     return build_messages(
-        question=prepared.body.question,
+        question=prepared.question,
         locale=prepared.locale,
         code=prepared.code,
         run=prepared.run,
