@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.coach.concepts import ConceptHit, get_concepts
 from app.coach.evidence import FailedCheck, RunEvidence, SeenCheck
 from app.coach.index import StepHit, StepIndex, url_of
 from app.coach.intent import Intent
@@ -379,6 +380,9 @@ class BuiltinCoach:
     def about_topic(self, question: str, lesson_id: str) -> Answer:
         """The lesson's own explanation of what was asked, or an honest "not covered"."""
         topic = untaught_topic(question)
+        concept = get_concepts().search(question, self.locale, lesson_id) if not topic else None
+        if concept is not None:
+            return self._concept_answer(concept)
         hits = self._hits(question, lesson_id)
         if topic is not None:
             nearest = next(
@@ -419,6 +423,28 @@ class BuiltinCoach:
             for hit in hits[1:]:
                 answer.cite(hit)
             answer.markdown += f"\n\n{also} " + ", ".join(link_to(hit) for hit in hits[1:])
+        return answer
+
+    def _concept_answer(self, hit: ConceptHit) -> Answer:
+        """The instructors' own explanation of the concept, and the steps that teach it."""
+        concept = hit.concept
+        name = (concept.terms.get(self.locale) or concept.terms.get("en") or [concept.id])[0]
+        text = concept.answer.get(self.locale) or concept.answer.en
+        answer = Answer(f"**{name}**: {text}")
+        steps = {step.step_id: step for step in self.index.steps_of(hit.lesson_id, self.locale)}
+        taught = [steps[step_id] for step_id in concept.steps if step_id in steps]
+        if taught:
+            for step in taught:
+                answer.cite(step)
+            answer.markdown += "\n\n" + self.t(
+                N_("The lesson explains it in the step {link}."), link=link_to(taught[0])
+            )
+            if len(taught) > 1:
+                also = self.t(N_("More about it:"))
+                answer.markdown += f" {also} " + ", ".join(link_to(step) for step in taught[1:])
+        if concept.check is not None:
+            question = concept.check.get(self.locale) or concept.check.en
+            answer.markdown += "\n\n" + self.t(N_("Check yourself: {question}"), question=question)
         return answer
 
     def _hits(self, question: str, lesson_id: str) -> list[StepHit]:

@@ -175,7 +175,7 @@ LEXICONS: dict[str, dict[Kind, re.Pattern[str]]] = {
         "why_failed": _any(
             r"\b(neden|niye|nicin)\b.{0,50}(basarisiz|hata|olm|calism|yanlis|gecm|kal|patl|dus|"
             r"takil|kirmizi|bozul|donu|bekl)",
-            r"\bniye\b|\bnicin\b|^neden\??!?$",
+            r"\bniye\b|\bnicin\b|^neden\??!?$|\bneden\b.{0,40}\w+d[iu]\b",
             r"takildim|takili kaldim|ne yanlis|yanlis ne|sorun ne|problem ne|hata ne",
             r"nasil (duzelt|cozer|gecer|hallederim|giderir)",
             r"yardim|calismiyor|olmuyor|gecmedi|basarisiz|patladi|donup kaldi|dondu",
@@ -233,7 +233,7 @@ LEXICONS: dict[str, dict[Kind, re.Pattern[str]]] = {
         ),
         "why_failed": _any(
             r"\bpor ?que\b.{0,70}(falh|err|nao|trav|quebr|deu|reprov|vermelh|parou)",
-            r"^por ?que\??!?$|\bporque falhou\b",
+            r"^por ?que\??!?$|\bporque falhou\b|\bpor ?que\b.{0,40}\w+([oei]u|[aei]ram)\b",
             r"\bo que (esta|ta|deu|houve|aconteceu)( de)? errado\b|\bo que aconteceu\b",
             r"\bcomo (eu )?(corrijo|conserto|arrumo|resolvo|passo|faco passar)\b",
             r"\bnao (funciona|passa|passou|roda|rodou)\b|\bajuda\b|\btravad",

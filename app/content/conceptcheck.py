@@ -16,7 +16,7 @@ from grader.i18n import LOCALES
 
 MIN_SENTENCES = 2
 MAX_SENTENCES = 5
-_SENTENCE_END = re.compile(r"[.!?](?:[\"”’)`*]*)(?=\s|$)")
+_SENTENCE_END = re.compile(r"(?<!\d)[.!?](?:[\"”’)`*]*)(?=\s|$)")  # "2. aşama" ends none
 _CODE = re.compile(r"`[^`]*`")
 
 
