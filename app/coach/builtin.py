@@ -94,9 +94,11 @@ class BuiltinCoach:
             return self._did_not_fail(seen, run)
         if intent.kind == "give_answer":
             return self._refuse(first, run)
+        if intent.kind == "faster":
+            return self.faster(run)
         if intent.kind == "run_line" and first is not None:
             return self._explain_line(run, intent, first)
-        if intent.kind in ("concept", "other") or (intent.kind == "faster" and first is not None):
+        if intent.kind in ("concept", "other"):
             answer = self.about_topic(question, run.lesson_id)
             self._tie(answer, run, first)
             return answer
@@ -372,9 +374,46 @@ class BuiltinCoach:
         answer.markdown = f"{answer.markdown}\n\n{tie}"
 
     # ---- without a run ----------------------------------------------------------------------
+    def faster(self, run: RunEvidence | None) -> Answer:
+        """How the program could be faster: what the checks observed about it (overlap,
+        buckets), then what cannot be judged from here and how to measure it."""
+        parts = []
+        observed = [
+            check
+            for check in (run.seen if run is not None else [])
+            if check.status == "pass" and check.id.startswith(("overlap.", "ddp.", "accum."))
+        ]
+        if observed:
+            parts.append(self.t(N_("What the grader observed in your run:")))
+            parts.append("\n".join(f"- **{check.title}**: {check.message}" for check in observed))
+        elif run is not None:
+            parts.append(
+                self.t(
+                    N_(
+                        "The checks of this exercise judge whether your program is right, not "
+                        "how fast it is: nothing in this run measured its speed."
+                    )
+                )
+            )
+        parts.append(
+            self.t(
+                N_(
+                    "The coach cannot judge speed from here: the grader runs on shared CPU "
+                    "workers. Measure it yourself on your own machine: time a few hundred steps "
+                    "(after a few warm-up steps, with torch.cuda.synchronize() before reading the "
+                    "clock on a GPU) with the all-reduces overlapped and then waited on only "
+                    "after backward, and compare the time per step; torch.profiler shows whether "
+                    "the all-reduces run during backward or after it."
+                )
+            )
+        )
+        return Answer("\n\n".join(parts))
+
     def answer_question(self, intent: Intent, question: str, lesson_id: str) -> Answer:
         if intent.kind == "give_answer":
             return self._refuse(None, None)
+        if intent.kind == "faster":
+            return self.faster(None)
         return self.about_topic(question, lesson_id)
 
     def about_topic(self, question: str, lesson_id: str) -> Answer:

@@ -70,3 +70,39 @@ def test_a_step_a_hair_off_the_mean_is_not_called_divided_again(ratio: float) ->
 def test_a_step_divided_once_more_is_still_said_so() -> None:
     why = _off_mean(_replay(0.5))
     assert why is not None and "2× too small" in str(why)
+
+
+@pytest.mark.parametrize("locale", ["en", "tr", "pt-BR"])
+def test_how_could_it_be_faster_says_what_was_observed_and_how_to_measure(locale: str) -> None:
+    from app.coach.builtin import BuiltinCoach
+    from app.coach.evidence import gather
+    from app.coach.index import get_index
+    from app.coach.intent import classify
+    from app.content.service import get_catalog
+    from grader.contract import Result
+    from tests.coach.handmade import exercises, starter_run
+
+    info = next(item for item in exercises() if item.slug == "overlap-buckets")
+    run = starter_run(info)
+    assert run is not None
+    lesson = get_catalog().lessons[info.lesson_id].lesson
+    evidence = gather(
+        exercise_id=info.id,
+        exercise=next(item for item in lesson.exercises if item.id == info.slug),
+        code=run.code,
+        result=Result.model_validate(run.result),
+        failed_attempts=1,
+        locale=locale,
+    )
+    question = {
+        "en": "How could this be faster?",
+        "tr": "Bu nasıl daha hızlı olur?",
+        "pt-BR": "como deixo isso mais rápido?",
+    }[locale]
+    coach = BuiltinCoach(get_index(), locale)
+    text = coach.about_run(evidence, classify(question), question, None).markdown
+    observed = [check for check in evidence.seen if check.id == "overlap.grad_mean"]
+    assert observed and observed[0].message in text  # what the checks saw, quoted
+    assert "torch.profiler" in text and "torch.cuda.synchronize()" in text
+    alone = coach.answer_question(classify(question), question, info.lesson_id).markdown
+    assert "torch.profiler" in alone
