@@ -58,8 +58,8 @@ def _messages(prepared: Prepared) -> list[dict[str, str]]:
 
 def refusal(prepared: Prepared, text: str) -> str | None:
     """Why the model's (partial) answer may not be shown, or None."""
-    if prepared.guard is not None:
-        reason = prepared.guard.refusal(text)
+    for guard in [prepared.guard, *prepared.other_guards]:
+        reason = guard.refusal(text) if guard is not None else None
         if reason is not None:
             return reason
     return None

@@ -72,6 +72,7 @@ class Prepared:
     focus: str | None = None  # the failed check the answer leads with
     question: str = ""  # what was asked: the typed text, or the button's question
     about_check: str | None = None  # the failed check a question about a failure was about
+    other_guards: list[SolutionGuard] = field(default_factory=list)  # no exercise: all of them
 
 
 def provider_from(settings: Settings) -> ChatProvider | None:
@@ -280,6 +281,8 @@ def _gather(
         if info is not None
         else None
     )
+    # Asked without an exercise: the answer is judged against every exercise's solution.
+    others = [] if info is not None else course_guards(locale)
     return Prepared(
         body=body,
         locale=locale,
@@ -294,6 +297,7 @@ def _gather(
         focus=focus,
         question=question,
         about_check=about_check,
+        other_guards=others,
     )
 
 
@@ -377,6 +381,32 @@ def _steps_for_model(
         replace(hit, excerpt=index.text_of(hit.lesson_id, hit.step_id, locale))
         for hit in list(unique.values())[:MAX_RETRIEVED_STEPS]
     ]
+
+
+_COURSE_GUARDS: dict[tuple[int, str], list[SolutionGuard]] = {}
+
+
+def course_guards(locale: str) -> list[SolutionGuard]:
+    """A guard for every exercise of the course (its solution against what is public), built
+    once per catalog and locale."""
+    catalog = content.get_catalog()
+    key = (id(catalog), locale)
+    if key not in _COURSE_GUARDS:
+        index = get_index()
+        guards = []
+        for loaded in catalog.ordered:
+            for exercise in loaded.lesson.exercises:
+                info = content.get_exercise(f"{loaded.id}/{exercise.id}")
+                public = public_text(index, locale, info)
+                guard = SolutionGuard.for_exercise(
+                    info.solution_path, info.starter_code, "", public
+                )
+                if guard is not None:
+                    guards.append(guard)
+        for stale in [old for old in _COURSE_GUARDS if old[0] != key[0]]:
+            del _COURSE_GUARDS[stale]  # an older catalog's
+        _COURSE_GUARDS[key] = guards
+    return _COURSE_GUARDS[key]
 
 
 def public_text(index: StepIndex, locale: str, info: content.ExerciseInfo | None) -> str:

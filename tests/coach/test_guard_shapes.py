@@ -43,3 +43,18 @@ def test_a_stream_holds_an_open_code_block() -> None:
     assert start is not None and text[start:].startswith("```python")
     assert open_fence_at(text + "    pass\n```\n") is None
     assert open_fence_at("~~~\nx = 1\n~~~\nand then\n") is None
+
+
+def test_a_question_without_an_exercise_is_guarded_against_every_solution() -> None:
+    from types import SimpleNamespace
+
+    from app.coach.replies import refusal
+    from app.coach.service import course_guards
+    from tests.coach.handmade import exercises
+
+    guards = course_guards("en")
+    assert len(guards) == len(exercises())
+    _, solution = guard_and_solution()
+    prepared: object = SimpleNamespace(guard=None, other_guards=guards)
+    assert refusal(prepared, f"```python\n{solution}\n```") is not None  # type: ignore[arg-type]
+    assert refusal(prepared, "Call `set_epoch` on the sampler.") is None  # type: ignore[arg-type]
