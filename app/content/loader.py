@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from app.content import staleness, starters
 from app.content.ablations import ablation_issues
+from app.content.conceptcheck import concept_issues
 from app.content.hintcheck import hint_level_issues
 from app.content.schemas import Course, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
@@ -177,6 +178,11 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
     problems += _sequence_problems(file, tree, lesson)
     step_ids = {step.id for step in lesson.steps}
+    problems += _duplicates(file, tree, lesson.concepts, ("concepts",))
+    for index, concept in enumerate(lesson.concepts):
+        for issue in concept_issues(index, concept, step_ids):
+            line = line_of(tree, issue.loc)
+            problems.append(Problem(file, line, format_loc(issue.loc), issue.text, issue.warning))
     for index, exercise in enumerate(lesson.exercises):
         folder = file.parent / "exercises" / exercise.id
         issues = hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder))

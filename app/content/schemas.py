@@ -205,6 +205,22 @@ class Exercise(_Strict):
         return ablations
 
 
+class Concept(_Strict):
+    """An idea the coach explains when a learner asks about it: the words that name it in each
+    language, a short answer written for the coach (2 to 5 sentences that explain, not an
+    excerpt of a step), and the steps of this lesson that teach it (checked by
+    app/content/conceptcheck.py)."""
+
+    id: Slug
+    terms: dict[str, list[str]] = Field(
+        description="Per locale (en, tr, pt-BR), the words learners use for it: the glossary's "
+        "term first, then other names and API names"
+    )
+    answer: Text = Field(description="2 to 5 sentences, Markdown, in every locale")
+    steps: list[Slug] = Field(min_length=1, description="The steps of this lesson that teach it")
+    check: Text | None = Field(None, description="Optional: a question to check yourself")
+
+
 CardKind = Literal["step", "question", "exercise"]
 CARD_KINDS: tuple[CardKind, ...] = ("step", "question", "exercise")
 
@@ -240,6 +256,9 @@ class Lesson(_Strict):
     steps: list[Step] = Field(min_length=1, max_length=40)
     quiz: list[QuizQuestion] = Field(default_factory=list)
     exercises: list[Exercise] = Field(default_factory=list)
+    concepts: list[Concept] = Field(
+        default_factory=list, description="What the coach explains when asked (a concept each)"
+    )
     sequence: list[SequenceItem] | None = Field(
         None,
         description="The order the learner meets the cards in: steps, questions and exercises "
