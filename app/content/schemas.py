@@ -133,6 +133,9 @@ class Exercise(_Strict):
     grading: ExerciseSpec
     # The coach's levelled hints per check id (the check must be in `grading.checks`).
     hint_levels: dict[str, HintLevels] = Field(default_factory=dict)
+    # Named edits of solution.py and the check each must fail (issue 37); read and graded by the
+    # ablation machinery, kept here as plain data until it has its own model.
+    ablations: list[dict[str, Any]] = Field(default_factory=list)
 
     @field_validator("hint_levels")
     @classmethod
