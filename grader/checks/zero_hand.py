@@ -181,8 +181,8 @@ def state_sharded(run: RunView, params: dict[str, Any]) -> Outcome:
                 msg(
                     "zero.state_not_sharded",
                     "Rank {rank} keeps {kept} bytes of optimizer state, {share:.0%} of what one "
-                    "unsharded {optimizer} over the whole model keeps ({full} bytes). With "
-                    "{world} ranks each should keep about 1/{world} of it (here at most {bound} "
+                    "unsharded {optimizer} over the whole model keeps ({full} bytes). Each of "
+                    "the {world} ranks should keep about 1/{world} of it (here at most {bound} "
                     "bytes, one parameter's state more than an even share).",
                     rank=rank,
                     kept=e.state_bytes,

@@ -69,8 +69,8 @@ def _hyper(optimizer: Any) -> dict[str, Any]:
     return {k: v for k, v in group.items() if k != "params" and (not known or k in known)}
 
 
-def _lr(optimizer: Any) -> float | None:
-    lr = _hyper(optimizer).get("lr")
+def _lr(hyper: dict[str, Any]) -> float | None:
+    lr = hyper.get("lr")
     if isinstance(lr, torch.Tensor) and lr.numel() == 1:
         return float(lr)
     return float(lr) if isinstance(lr, (int, float)) else None
@@ -125,7 +125,11 @@ class _Judge:
     def before_step(self, optimizer: Any) -> None:
         if type(optimizer).__name__ not in WRAPPERS:
             self.optimizers.setdefault(id(optimizer), optimizer)
-        if self.pending is not None or self.n >= MAX_STEPS:
+        if self.pending is not None:
+            # Each optimizer's hyperparameters as it steps (a schedule may change them after).
+            self.pending["hypers"].setdefault(id(optimizer), _hyper(optimizer))
+            return
+        if self.n >= MAX_STEPS:
             return
         model = self.model()
         if model is None:
@@ -144,6 +148,7 @@ class _Judge:
             "grads": grads,
             "line": self.tracer.where(),
             "optimizer": optimizer,
+            "hypers": {id(optimizer): _hyper(optimizer)},
         }
 
     def reference(self, pending: dict[str, Any]) -> Any:
@@ -156,11 +161,14 @@ class _Judge:
 
     def _unsharded(self, pending: dict[str, Any]) -> list[torch.Tensor]:
         """The unsharded optimizer's step from the copied parameters with the copied gradients."""
+        reference = self.reference(pending)
         if self.shadow is None:
-            first = self.reference(pending)
-            pending["optimizer"] = first
             self.shadow = [b.clone().requires_grad_(True) for b in pending["before"]]
-            self.shadow_opt = type(first)(self.shadow, **_hyper(first))
+            self.shadow_opt = type(reference)(self.shadow, **_hyper(reference))
+        # The hyperparameters of this step (a learning-rate schedule changes them).
+        hyper = pending["hypers"].get(id(reference)) or _hyper(reference)
+        group = self.shadow_opt.param_groups[0]
+        group.update({k: v for k, v in hyper.items() if k in group})
         with torch.no_grad():
             for s, b, g in zip(self.shadow, pending["before"], pending["grads"], strict=True):
                 s.copy_(b)
@@ -179,7 +187,7 @@ class _Judge:
             "n": self.n,
             "line": pending["line"],
             "optimizer": type(reference).__name__,
-            "lr": _lr(reference),
+            "lr": _lr(pending["hypers"].get(id(reference)) or _hyper(reference)),
             "n_optimizers": len(self.optimizers),
             "n_params": len(params),
             "digest": _digest(params),

@@ -1,5 +1,6 @@
 """ZeRO-1 with one flat buffer: every rank steps one padded slice of all parameters, then the
-slices are all-gathered and copied back into the model."""
+slices are all-gathered and copied back into the model. The learning rate follows a cosine
+schedule."""
 
 import os
 
@@ -39,6 +40,7 @@ def main() -> None:
 
         shard = flat([p.detach() for p in params])[lo : lo + per_rank].clone().requires_grad_()
         opt = torch.optim.Adam([shard], lr=1e-2)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=12)
 
         ds = data()
         sampler = DistributedSampler(ds, seed=0)
@@ -56,6 +58,7 @@ def main() -> None:
                 with torch.no_grad():
                     for p, chunk in zip(params, new.split(numels)):
                         p.copy_(chunk.view_as(p))
+                schedule.step()
         if rank == 0:
             print("done", os.getpid() > 0)
     finally:
