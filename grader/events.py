@@ -771,6 +771,31 @@ class ZeroStateDict(Event):
     error: str | None = None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardedStep(Event):
+    """zero-by-hand (issue 37): one training step of a hand-sharded optimizer, judged when the
+    next forward through the DDP model starts (or the program ends): the model's parameters
+    against an unsharded optimizer of the same class stepped with the same gradients, and the
+    bytes of optimizer state this rank keeps against that optimizer's."""
+
+    KIND = "sharded_step"
+    n: int = 0  # 1-based count of the rank's judged steps
+    line: int | None = None  # where the step's first optimizer.step() was called
+    optimizer: str | None = None  # the class of the optimizer the unsharded one copies
+    lr: float | None = None  # its learning rate (of its first param group)
+    n_optimizers: int = 0  # optimizers this rank stepped so far
+    max_diff: float = 0.0  # largest |parameter - unsharded optimizer's parameter|
+    update: float = 0.0  # largest |update| of the unsharded optimizer in this step
+    param: str | None = None  # the parameter where max_diff is, by its name in the model
+    unchanged: int = 0  # parameters the unsharded optimizer moved that stayed where they were
+    n_params: int = 0  # the model's parameters
+    state_bytes: int = 0  # bytes of tensors in the state of every optimizer this rank stepped
+    full_bytes: int = 0  # the unsharded optimizer's state bytes
+    largest_bytes: int = 0  # the state bytes of the model's largest parameter (full / elements)
+    digest: str = ""  # a hash of the model's parameters (replicas compare it)
+    error: str | None = None  # the unsharded optimizer could not be built or stepped
+
+
 # --- find-the-hang (issue 25): the timeout asked for, Join, DDP's gradient all-reduces, drop_last
 
 

@@ -17,6 +17,7 @@ from grader.checks.fsdp import (
     fresh,
     resumed_states,
 )
+from grader.events import DcpReplay
 from grader.i18n import msg
 
 
@@ -102,6 +103,35 @@ def _steps_at_save(run: RunView) -> int | None:
     return saves[min(saves)].steps if saves else None
 
 
+def _counter_key(replays: list[DcpReplay], first_steps: int) -> str | None:
+    """The integer of the checkpoints that counts training: found by how it changes from save to
+    save (a model's shape, `n_layer` or `vocab_size`, stays the same), then by its value in the
+    first run's checkpoint (the steps it took, or one less: the last step's index). Without
+    either, the first positive integer."""
+    first = replays[0].counters
+    keys = [k for k in first if all(k in r.counters for r in replays[1:])]
+    changing = [k for k in keys if len({r.counters[k] for r in replays}) > 1]
+    stepwise = [k for k in keys if abs(first[k] - first_steps) <= 1]
+    for group in (
+        [k for k in changing if k in stepwise],
+        [k for k in changing if first[k] > 0],
+        stepwise,
+        [k for k in keys if first[k] > 0],
+    ):
+        if group:
+            return group[0]
+    return None
+
+
+def _rate(first_value: int, first_steps: int) -> float:
+    """How much the counter grows per optimizer step, from the uninterrupted first run: one per
+    step when it saved the steps taken or the last step's index (`start = ckpt['step'] + 1` on
+    resuming), else its value per step (an epoch counter)."""
+    if abs(first_value - first_steps) <= 1:
+        return 1.0
+    return first_value / first_steps
+
+
 @check(
     "fsdp.step_continues",
     title="Training continues from the saved step",
@@ -125,12 +155,8 @@ def fsdp_step_continues(run: RunView, params: dict[str, Any]) -> Outcome:
     first_steps, steps = _steps_at_save(first), _steps_at_save(run)
     if first_replay is None or not first_steps or steps is None:
         return _no_fsdp(run)
-    counters = [
-        k
-        for k, v in first_replay.counters.items()
-        if v > 0 and k in before.counters and k in now.counters
-    ]
-    if not counters:
+    key = _counter_key([first_replay, before, now], first_steps)
+    if key is None:
         return failed(
             msg(
                 "fsdp.no_counter",
@@ -140,8 +166,7 @@ def fsdp_step_continues(run: RunView, params: dict[str, Any]) -> Outcome:
             ),
             line=now.line,
         )
-    key = counters[0]
-    rate = first_replay.counters[key] / first_steps  # counter per optimizer step
+    rate = _rate(first_replay.counters[key], first_steps)  # counter per optimizer step
     a, b = before.counters[key], now.counters[key]
     expected = a + rate * steps
     if abs(b - expected) <= max(0.5, 0.01 * expected):

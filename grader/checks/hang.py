@@ -32,6 +32,7 @@ from grader.checks.base import (
     skipped,
     stack_line,
 )
+from grader.checks.sampler import shared_samples
 from grader.events import (
     CollectiveCall,
     Consumed,
@@ -211,6 +212,47 @@ def _untrained(run: RunView, epochs: int, size: int) -> int:
     return never + sum(max(0, epochs - n) for n in counts.values())
 
 
+def _size(e: Iteration) -> int:
+    return (e.dataset_len if e.mapped else e.loader_len) or 0
+
+
+def _one_dataset(its: list[Iteration]) -> tuple[int, list[int], int, list[int]]:
+    """(size, indices no rank trained on, repeats, indices trained on more than once) of one
+    epoch's passes over the same dataset: an index names the same sample on every rank."""
+    seen: Counter[int] = Counter()
+    for e in its:
+        seen.update(e.indices)
+    size = max((_size(e) for e in its), default=0)
+    missing = [i for i in range(size) if i not in seen]
+    repeated = sum(c - 1 for c in seen.values() if c > 1)
+    return size, missing, repeated, sorted(i for i, c in seen.items() if c > 1)
+
+
+def _own_datasets(its: list[Iteration]) -> bool:
+    """Each rank iterated a dataset of its own (e.g. its slice of the data, built on that rank):
+    the same index names other samples on other ranks."""
+    prints = [e.dataset for e in its]
+    return None not in prints and len(set(prints)) == len(prints) > 1
+
+
+def _per_rank_data(its: list[Iteration]) -> tuple[int, list[int], int, list[int]]:
+    """The same for passes over each rank's own dataset: indices are judged within each rank
+    (its own samples left out or repeated), and the samples themselves across ranks (by their
+    content: equal rows on two ranks are one sample trained twice)."""
+    size, missing, repeated, twice = 0, [], 0, []
+    for e in its:
+        own = _size(e)
+        size += own
+        seen = Counter(e.indices)
+        missing += [i for i in range(own) if i not in seen]
+        repeated += sum(c - 1 for c in seen.values() if c > 1)
+        twice += sorted(i for i, c in seen.items() if c > 1)
+    for i, a in enumerate(its):
+        for b in its[i + 1 :]:
+            repeated += shared_samples(a.samples, b.samples)
+    return size, missing, repeated, twice
+
+
 @check(
     "hang.every_sample",
     title="Every sample is trained on once per epoch",
@@ -238,20 +280,15 @@ def every_sample(run: RunView, params: dict[str, Any]) -> Outcome:
     dropped_total = 0
     size = 0
     for epoch in range(epochs):
-        seen: Counter[int] = Counter()
-        size = 0
-        for p in passes.values():
-            e = p[epoch]
-            if e.count > len(e.indices):
-                return skipped(
-                    msg("hang.too_many", "Not judged: the epochs are too long to follow.")
-                )
-            seen.update(e.indices)
-            size = max(size, (e.dataset_len if e.mapped else e.loader_len) or 0)
+        its = [p[epoch] for p in passes.values()]
+        if any(e.count > len(e.indices) for e in its):
+            return skipped(msg("hang.too_many", "Not judged: the epochs are too long to follow."))
+        if _own_datasets(its):
+            size, missing, repeated, twice = _per_rank_data(its)
+        else:
+            size, missing, repeated, twice = _one_dataset(its)
         if not size:
             return skipped(msg("hang.no_size", "Not judged: the dataset's length is unknown."))
-        missing = [i for i in range(size) if i not in seen]
-        repeated = sum(c - 1 for c in seen.values() if c > 1)
         if missing and not explicit:
             return failed(
                 msg(
@@ -267,7 +304,6 @@ def every_sample(run: RunView, params: dict[str, Any]) -> Outcome:
                 )
             )
         if repeated > len(run.ranks) - 1:
-            twice = sorted(i for i, c in seen.items() if c > 1)
             return failed(
                 msg(
                     "hang.samples_repeated",

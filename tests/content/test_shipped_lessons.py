@@ -25,6 +25,7 @@ CONTRACT_EXERCISES = {
     "ddp-fundamentals/evaluate",
     "syncbn-sharded-state/syncbn",
     "syncbn-sharded-state/zero-checkpoint",
+    "syncbn-sharded-state/zero-by-hand",
     "syncbn-sharded-state/fsdp-reshard",
     "torchrun-launch/env-launch",
     "torchrun-launch/elastic-resume",

@@ -142,3 +142,27 @@ def test_samples_handed_out_but_never_trained_on_fail_without_drop_last() -> Non
     said = {"kind": "loader_drop_last", "line": 3}
     explicit = run_of({r: rank(handed[r], cut[r], said) for r in (0, 1)})
     assert judge("hang.every_sample", explicit).status == "pass"
+
+
+def own_slice(rank: int, rows: list[list[float]]) -> dict[str, Any]:
+    """A pass over a dataset that rank built for itself: indices 0.. on every rank."""
+    n = len(rows)
+    return iteration(
+        list(range(n)),
+        dataset=f"t:rank{rank}",
+        dataset_len=n,
+        loader_len=n,
+        mapped=False,
+        samples=rows,
+    )
+
+
+def test_per_rank_datasets_are_compared_by_their_samples_not_their_indices() -> None:
+    data = [[float(i), float(i * i % 7), float(-i)] for i in range(10)]
+    disjoint = run_of({0: [own_slice(0, data[0::2]), END], 1: [own_slice(1, data[1::2]), END]})
+    out = judge("hang.every_sample", disjoint)
+    assert out.status == "pass", out.message
+    overlapping = run_of({0: [own_slice(0, data[0:6]), END], 1: [own_slice(1, data[3:9]), END]})
+    out = judge("hang.every_sample", overlapping)
+    assert out.status == "fail" and "3 times" in out.message
+    assert_translated("hang.every_sample", out)

@@ -169,3 +169,28 @@ def test_a_resumed_launch_starts_from_the_previous_job_dir(tmp_path: Path) -> No
     _stage(second, "print(2)", ".rdv-config-2.json", config, carry=carry)
     assert (second / "ckpt" / "__0_0.distcp").read_bytes() == b"shard"
     assert (second / "main.py").read_text() == "print(2)"
+
+
+def with_counters(run: RunView, counters: dict[str, int]) -> RunView:
+    """The run with its checkpoint's integers replaced (rank 0's dcp_replay record)."""
+    for e in run.ranks[0].events:
+        if e["kind"] == "dcp_replay":
+            e["counters"] = counters
+    return run
+
+
+def nanogpt(iter_num: int) -> dict[str, int]:
+    """The integers of a nanoGPT-style checkpoint: the model's shape first, then iter_num."""
+    return {"app.model_args.n_layer": 2, "app.model_args.n_embd": 16, "app.iter_num": iter_num}
+
+
+def test_the_counter_is_the_integer_that_changes_and_a_last_index_resumes_at_plus_one() -> None:
+    # The first run took 4 steps and saved iter_num = 3, the index of its last step.
+    prev = with_counters(saved_at_two(), nanogpt(3))
+    right = resumed_at_three(prev, [1.0, 2.0], [0.5 / 3, 0.5 / 3], step=0)
+    out = judge("fsdp.step_continues", with_counters(right, nanogpt(7)))
+    assert out.status == "pass" and "app.iter_num = 7" in out.message, out.message
+    twice = resumed_at_three(prev, [1.0, 2.0], [0.5 / 3, 0.5 / 3], step=0)
+    out = judge("fsdp.step_continues", with_counters(twice, nanogpt(5)))
+    assert out.status == "fail" and "app.iter_num = 5" in out.message
+    assert "already trained" in out.message
