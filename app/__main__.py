@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         upgrade()
     import uvicorn
 
-    uvicorn.run("app.main:create_app", host=args.host, port=args.port, **uvicorn_options())
+    from app.config import get_settings
+    from app.serving import uvicorn_options
+
+    options = uvicorn_options(get_settings())
+    uvicorn.run("app.main:create_app", host=args.host, port=args.port, **options)
     return 0
 
 
@@ -53,12 +56,6 @@ def set_role(email: str, role: str) -> int:
         print(f"python -m app role: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def uvicorn_options() -> dict[str, Any]:
-    # The app reads X-Forwarded-For itself, from RDV_TRUSTED_PROXIES only (app/limits.py):
-    # uvicorn's own proxy headers would believe any local peer.
-    return {"factory": True, "proxy_headers": False, "server_header": False}
 
 
 if __name__ == "__main__":

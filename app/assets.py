@@ -4,6 +4,10 @@
 request carrying `v` gets `Cache-Control: public, max-age=31536000, immutable` (a changed file
 has another hash, hence another URL); one without it must revalidate. Text assets are gzipped
 once per file version in memory and sent compressed to browsers that accept gzip.
+
+Static files never use the request thread pool (issue 39, D1): a file is looked up and read on
+threads of their own (`_STATIC_THREADS`) within `LOOKUP_DEADLINE_S` (503 past it), and sent from
+memory; a server whose request threads are all busy still serves its scripts and styles.
 """
 
 from __future__ import annotations
@@ -11,18 +15,26 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
+
+from app.slow_work import OwnThreads
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 COMPRESSIBLE_SUFFIXES = frozenset({".js", ".css", ".svg", ".json", ".map", ".txt", ".html"})
 MIN_COMPRESS_BYTES = 1024
+LOOKUP_DEADLINE_S = 5.0
+_STATIC_THREADS = OwnThreads("rdv_static_threads", 4)
 
 
 @dataclass(frozen=True)
@@ -61,8 +73,45 @@ def _gzipped_file(path: str) -> _Compressed:
     return cached
 
 
+@dataclass(frozen=True)
+class _Raw:
+    mtime_ns: int
+    body: bytes
+
+
+_raw: dict[str, _Raw] = {}
+
+
+def _raw_file(path: str) -> _Raw:
+    mtime_ns = os.stat(path).st_mtime_ns
+    cached = _raw.get(path)
+    if cached is None or cached.mtime_ns != mtime_ns:
+        cached = _Raw(mtime_ns, Path(path).read_bytes())
+        _raw[path] = cached
+    return cached
+
+
 class Assets(StaticFiles):
     """StaticFiles with the caching and compression described in the module docstring."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        if scope["method"] not in ("GET", "HEAD"):
+            raise HTTPException(status_code=405, headers={"Allow": "GET, HEAD"})
+        with anyio.move_on_after(LOOKUP_DEADLINE_S):
+            return await anyio.to_thread.run_sync(
+                self._respond, path, scope, limiter=_STATIC_THREADS.limiter()
+            )
+        raise HTTPException(status_code=503, headers={"Retry-After": "2"})
+
+    def _respond(self, path: str, scope: Scope) -> Response:
+        """Look the file up, read it (into the memory caches) and answer; in a static thread."""
+        try:
+            full_path, stat_result = self.lookup_path(path)
+        except (OSError, ValueError) as exc:  # too long a name, a NUL: no such file
+            raise HTTPException(status_code=404) from exc
+        if stat_result is None or not stat.S_ISREG(stat_result.st_mode):
+            raise HTTPException(status_code=404)
+        return self.file_response(full_path, stat_result, scope)
 
     def file_response(
         self,
@@ -99,9 +148,14 @@ class Assets(StaticFiles):
                 },
             )
         response = super().file_response(full_path, stat_result, scope, status_code)
-        response.headers["Cache-Control"] = cache_control
-        response.headers["Vary"] = "Accept-Encoding"
-        return response
+        if response.status_code == 304:
+            response.headers["Cache-Control"] = cache_control
+            return response
+        headers = dict(response.headers)  # its ETag, Last-Modified, Content-Type
+        headers.pop("content-length", None)
+        headers["Cache-Control"] = cache_control
+        headers["Vary"] = "Accept-Encoding"
+        return Response(_raw_file(path).body, status_code=status_code, headers=headers)
 
 
 def _media_type(path: str) -> str:

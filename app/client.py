@@ -14,7 +14,13 @@ def request_ip(request: Request) -> str:
     """The caller's address; X-Forwarded-For counts only from RDV_TRUSTED_PROXIES."""
     trusted = request.app.state.settings.trusted_proxies.split(",")
     peer = request.client.host if request.client else None
-    return client_ip(peer, request.headers.get("x-forwarded-for"), trusted)
+    return client_ip(peer, forwarded_for(request.headers.getlist("x-forwarded-for")), trusted)
+
+
+def forwarded_for(lines: list[str]) -> str | None:
+    """Every X-Forwarded-For header line, in order, as one list: a proxy may add its own line
+    instead of extending the client's, and the client's (forged) line must not be the one read."""
+    return ", ".join(lines) if lines else None
 
 
 def client_ip(peer: str | None, forwarded_for: str | None, trusted: Iterable[str]) -> str:

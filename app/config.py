@@ -34,11 +34,19 @@ class Settings(BaseSettings):
     coach_api_key: SecretStr | None = None
     coach_timeout_seconds: float = Field(20.0, gt=0, le=300)
     coach_questions_per_hour: int = Field(20, ge=1)
+    # Model calls at once (their own threads, never the request threads); more questions are
+    # answered by the built-in coach at once.
+    coach_concurrency: int = Field(16, ge=1, le=1000)
     # Multiplies the per-address sign-in, registration and reset allowances (AuthRateLimits):
     # raise it where many learners share one address (a classroom behind NAT).
     auth_address_limit_factor: int = Field(1, ge=1, le=1000)
     # Instructor analytics: a figure counting fewer learners than this (but some) shows as "<N".
     analytics_min_cohort: int = Field(5, ge=1, le=1000)
+    # The analytics consumer (app/analytics/consumer.py): "thread", one in the app's process
+    # (any database); "queue", a procrastinate task run by every app process's worker
+    # (PostgreSQL, several app processes). Started with the app unless in tests (None).
+    analytics_consumer: Literal["thread", "queue"] = "thread"
+    analytics_autostart: bool | None = None
 
     # Grading pipeline. Start the backend with the web app; unset: yes, except when
     # RDV_ENVIRONMENT=test (unit tests build many apps and grade through their own backends).
@@ -60,6 +68,18 @@ class Settings(BaseSettings):
     # Requests one learner may have in progress at once, and live event streams open at once.
     max_requests_per_learner: int = 8
     max_streams_per_learner: int = 4
+    # Coach questions one learner may have waiting at once, counted apart from the requests
+    # above: a learner's questions waiting on a slow model never make another endpoint 429.
+    max_questions_per_learner: int = 8
+    # Admission slots one learner's requests may hold at once (the rest of theirs wait for
+    # their turn without a slot): a few learners whose requests wait on their own locks never
+    # hold every slot.
+    max_slots_per_learner: int = Field(2, ge=1)
+    # Stopping (SIGTERM): requests in progress get this long to finish, then are cut off.
+    shutdown_grace_s: float = Field(20.0, gt=0)
+    # Connections: a request's headers must arrive within this; an idle one closes after it.
+    header_timeout_s: float = Field(10.0, gt=0)
+    keep_alive_s: float = Field(5.0, gt=0)
     # Request bodies: JSON bodies and forms are refused with 413 above this many bytes.
     max_body_bytes: int = 1024 * 1024
     # A request body is read whole before the request takes an admission slot, within
@@ -77,6 +97,10 @@ class Settings(BaseSettings):
     smtp_password: str | None = None
     smtp_starttls: bool = False
     mail_from: str = "Rendezvous <no-reply@localhost>"
+    # The outbox's sender in the web process (app/outmail/sender.py); unset: yes, except when
+    # RDV_ENVIRONMENT=test (tests deliver with `drain`). Mails at the relay at once:
+    mail_autostart: bool | None = None
+    mail_concurrency: int = Field(4, ge=1, le=64)
 
     @model_validator(mode="after")
     def _refuse_weak_secret(self) -> Settings:
@@ -109,6 +133,16 @@ class Settings(BaseSettings):
             )
         scheme, rest = url.split("://", 1)
         return "postgresql://" + rest if "+" in scheme else url
+
+    def analytics_autostarts(self) -> bool:
+        if self.analytics_autostart is None:
+            return self.environment != "test"
+        return self.analytics_autostart
+
+    def mail_autostarts(self) -> bool:
+        if self.mail_autostart is None:
+            return self.environment != "test"
+        return self.mail_autostart
 
     def grading_autostarts(self) -> bool:
         if self.grading_autostart is None:

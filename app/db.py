@@ -1,7 +1,9 @@
-"""The database: engine, declarative Base, and the one commit point per request or job."""
+"""The database: engine, declarative Base, the one commit point per request or job, and the one
+way to act after a commit (`after_commit`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -11,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends
 from sqlalchemy import DateTime, MetaData, create_engine, event
 from sqlalchemy.engine import Dialect, Engine
-from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Session, SessionTransaction, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from app.config import get_settings
@@ -132,6 +134,23 @@ def unit_of_work() -> Iterator[Session]:
         session.close()
 
 
+def background_units_of_work(url: str, connections: int = 2) -> SessionFactory:
+    """Units of work on an engine of their own, for a background consumer: it never takes one
+    of the connections the requests' admission counts on (app/limits.py admits as many
+    requests as the request pool holds), so a request never waits behind it for one."""
+    maker = sessionmaker(
+        bind=make_engine(url, pool_size=connections, max_overflow=0, pool_timeout=30),
+        expire_on_commit=False,
+    )
+
+    @contextmanager
+    def unit() -> Iterator[Session]:
+        with maker.begin() as session:
+            yield session
+
+    return unit
+
+
 def get_session() -> Iterator[Session]:
     with unit_of_work() as session:
         yield session
@@ -158,3 +177,43 @@ def import_all_models() -> None:
             except ModuleNotFoundError as exc:
                 if exc.name != f"app.{module.name}.models":
                     raise
+
+
+# After a commit: the one way the app acts once a transaction's writes are visible to others
+# (a grading backend woken for a new submission, the analytics consumer for new domain events,
+# a mail sent). An action registered during a transaction runs once, after the session's outer
+# transaction commits; a rollback drops it. A failing action is logged, never raised: the
+# commit has happened, and whatever the action stands for must also be recoverable without it
+# (a consumer's poll, a sweep), since a process may stop between the commit and the action.
+_ACTIONS = "rdv_after_commit"
+
+
+def after_commit(session: Session, action: Callable[[], object], *, key: object = None) -> Any:
+    """Run `action` once after `session`'s transaction commits. With `key`, a second action of
+    the same key in the same transaction is not added: the first one is returned (to add to
+    what it will do)."""
+    actions: dict[object, Callable[[], object]] | None = session.info.get(_ACTIONS)
+    if actions is None:
+        actions = session.info[_ACTIONS] = {}
+        event.listen(session, "after_commit", _run_actions)
+        event.listen(session, "after_transaction_end", _drop_actions)
+    return actions.setdefault(action if key is None else key, action)
+
+
+def _run_actions(session: Session) -> None:
+    actions = session.info.get(_ACTIONS) or {}
+    pending = list(actions.values())
+    actions.clear()
+    for action in pending:
+        try:
+            action()
+        except Exception:
+            logging.getLogger(__name__).exception("an action after a commit failed")
+
+
+def _drop_actions(session: Session, transaction: SessionTransaction) -> None:
+    """A rolled-back (outer) transaction's actions never run."""
+    if transaction.parent is None and transaction.nested is False:
+        actions = session.info.get(_ACTIONS)
+        if actions:
+            actions.clear()

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -118,7 +119,13 @@ async def handle_app_error(request: Request, exc: Exception) -> Response:
     if exc.code == "csrf_failed" and wants_page(request):
         return form_expired_page(request, exc.status_code)
     return error_response(
-        request, exc.status_code, exc.code, exc.message, headers=exc.headers, params=exc.params
+        request,
+        exc.status_code,
+        exc.code,
+        exc.message,
+        headers=exc.headers,
+        params=exc.params,
+        **(exc.extra or {}),
     )
 
 
@@ -157,11 +164,24 @@ async def handle_pool_timeout(request: Request, exc: Exception) -> Response:
     return error_response(request, 503, "busy", BUSY_MESSAGE, headers=headers)
 
 
+CHANGED_MEANWHILE = N_(
+    "What this request changes was changed or deleted meanwhile. Load it again, then retry."
+)
+
+
+async def handle_stale_data(request: Request, exc: Exception) -> Response:
+    """A row the request updates was deleted (or changed) by another one in between (a sync in
+    flight while the account is deleted, issue 39 D9): 409, nothing of it kept, never a 500."""
+    log.warning("stale row: %s %s answered 409: %s", request.method, request.url.path, exc)
+    return error_response(request, 409, "changed_meanwhile", CHANGED_MEANWHILE)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AppError, handle_app_error)
     app.add_exception_handler(RequestValidationError, handle_validation)
     app.add_exception_handler(StarletteHTTPException, handle_http)
     app.add_exception_handler(PoolTimeout, handle_pool_timeout)
+    app.add_exception_handler(StaleDataError, handle_stale_data)
 
 
 class CatchAll:

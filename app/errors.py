@@ -24,6 +24,8 @@ class AppError(Exception):
     code: str = "error"
     status_code: int = 400
     message: str = N_("The request could not be carried out.")
+    # More fields of the JSON answer beside code and message (a conflict's two versions).
+    extra: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -89,6 +91,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "draft_not_found": (404, "You have no draft for that exercise."),
     "idempotency_key_reused": (409, "The Idempotency-Key was sent before with another body."),
     "draft_conflict": (409, "The draft changed on another device since the version you edited."),
+    "changed_meanwhile": (409, "What the request changes was changed or deleted meanwhile."),
     "instructors_only": (403, "Only instructors may see this."),
     "internal_error": (500, "The server failed; nothing was changed. Retry later."),
     "lesson_unavailable": (503, "The lesson's file is broken right now; the others work."),

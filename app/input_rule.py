@@ -8,6 +8,10 @@ error page elsewhere, in the request's language, with where it was (`details[].l
 field, present or added later, can reach the database or a template with one (each used to be
 checked where it entered, and three places were missed). A body that is not JSON or a form is
 left to the route (a code upload is JSON); one that is not valid JSON is left to its parser.
+
+A JSON body nested deeper than `MAX_DEPTH` is refused with 422 too, before anything parses it:
+Python's parser (here and in the route) raises RecursionError near a thousand levels, which used to
+be a 500 on every JSON route (issue 39, D9); no request of this API nests more than a few.
 """
 
 from __future__ import annotations
@@ -30,6 +34,26 @@ REFUSED = N_(
     "The request contains a control character (such as NUL) where text was expected. "
     "Remove it and send the request again."
 )
+
+
+MAX_DEPTH = 64
+TOO_DEEP = N_("The JSON body is nested more than {limit} levels deep. Send a flatter document.")
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def too_deep(body: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text nests arrays and objects more than `limit` deep (strings skipped;
+    read as text, not parsed, so any depth is cheap to measure)."""
+    depth = 0
+    for bracket in _BRACKET.finditer(_JSON_STRING.sub(b"", body)):
+        if bracket.group() in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def offending(scope: Scope, body: bytes) -> list[str] | None:
@@ -100,6 +124,19 @@ class InputRule:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        kind = _content_type(scope)
+        if body and (kind.endswith("json") or not kind) and too_deep(body):
+            details = [{"loc": ["body"], "msg": "nested too deep", "type": "value_error"}]
+            response = error_response(
+                Request(scope),
+                422,
+                "invalid_request",
+                TOO_DEEP,
+                params={"limit": MAX_DEPTH},
+                details=details,
+            )
+            await response(scope, receive, send)
+            return
         places = offending(scope, body)
         if places:
             details = [

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.admission import SCOPE_KEY as SLOT_KEY
 from app.admission import Slot
-from app.client import client_ip
+from app.client import client_ip, forwarded_for
 from app.error_handlers import BUSY_MESSAGE, error_response, handle_http
 from app.errors import N_
 from app.request_body import SLOW_BODY, Disconnected, SlowBody, has_body, read_body, replay
@@ -43,9 +43,13 @@ from app.request_body import SLOW_BODY, Disconnected, SlowBody, has_body, read_b
 # Never counted nor queued: the load balancer's probe answers while learners fill every slot.
 UNLIMITED_PATHS = frozenset({"/healthz"})
 STREAM_PATH = re.compile(r"^/api/v1/submissions/[^/]+/events$")  # the live event streams
+QUESTION_PATH = "/api/v1/coach"  # POST: a question to the coach, counted apart
 _TOO_MANY = N_("You have too many requests in progress at once. Wait for them, then try again.")
 _TOO_MANY_STREAMS = N_(
     "You have too many live streams open at once. Close one (another tab?), then try again."
+)
+_TOO_MANY_QUESTIONS = N_(
+    "You have too many questions to the coach waiting at once. Wait for an answer, then ask again."
 )
 _TOO_LARGE = N_("The request body is larger than {limit_kib} KiB. Send less at once.")
 
@@ -116,7 +120,8 @@ class LearnerKeys:
         the address the proxy saw)."""
         client = scope.get("client")
         peer = client[0] if client else None
-        return "a:" + client_ip(peer, _header(scope, b"x-forwarded-for"), self.trusted)
+        lines = _headers(scope, b"x-forwarded-for")
+        return "a:" + client_ip(peer, forwarded_for(lines), self.trusted)
 
     def known(self, scope: Scope) -> str | None:
         """The caller's key when no look-up is needed, else None."""
@@ -165,6 +170,8 @@ class RequestLimits:
         per_caller: int,
         streams_per_caller: int,
         admitted: int,
+        questions_per_caller: int | None = None,
+        slots_per_caller: int | None = None,
         wait_s: float,
         learner_of: Callable[[str], str | None],
         trusted_proxies: Iterable[str] = (),
@@ -174,6 +181,12 @@ class RequestLimits:
         self.app = app
         self.per_caller = per_caller
         self.streams_per_caller = streams_per_caller
+        self.questions_per_caller = questions_per_caller or per_caller
+        # At most this many of the admission slots held by one caller's requests at once: a
+        # learner's batches that wait on that learner's own lock (the progress cursor) cannot
+        # hold every slot (issue 39, D4: 5 learners x 8 big syncs, everyone else 503).
+        self.slots_per_caller = slots_per_caller or per_caller
+        self._own: dict[str, asyncio.Semaphore] = {}
         self.wait_s = wait_s
         self.body_grace_s = body_grace_s
         self.body_min_rate = body_min_rate
@@ -181,6 +194,7 @@ class RequestLimits:
         self._admission = asyncio.Semaphore(admitted)
         self._requests: Counter[str] = Counter()
         self._streams: Counter[str] = Counter()
+        self._questions: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -203,18 +217,27 @@ class RequestLimits:
         if STREAM_PATH.match(path):
             await self._stream(caller, scope, receive, send)
             return
-        if self._requests[caller] >= self.per_caller:
-            await _answer(scope, receive, send, 429, "too_many_requests", _TOO_MANY, 1)
+        # A question waits on the model without a slot: counted apart, so that a learner's
+        # waiting questions never make their other requests 429 (nor theirs the questions).
+        question = path == QUESTION_PATH and scope.get("method") == "POST"
+        counter = self._questions if question else self._requests
+        if counter[caller] >= (self.questions_per_caller if question else self.per_caller):
+            message = _TOO_MANY_QUESTIONS if question else _TOO_MANY
+            await _answer(scope, receive, send, 429, "too_many_requests", message, 1)
             return
-        self._requests[caller] += 1
+        counter[caller] += 1
         try:
-            await self._admitted(scope, receive, send)
+            await self._admitted(scope, receive, send, None if question else caller)
         finally:
-            _decrement(self._requests, caller)
+            _decrement(counter, caller)
+            if caller not in self._requests:  # none of theirs in progress: nobody waits on it
+                self._own.pop(caller, None)
 
-    async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read the body (holding nothing), take a slot, run; the slot goes back when the
-        response starts (app/admission.py)."""
+    async def _admitted(
+        self, scope: Scope, receive: Receive, send: Send, caller: str | None = None
+    ) -> None:
+        """Read the body (holding nothing), take the caller's share and a slot, run; both go
+        back when the response starts (app/admission.py)."""
         if has_body(scope.get("method", "")):
             declared = _header(scope, b"content-length")
             try:
@@ -233,8 +256,13 @@ class RequestLimits:
                 await (await handle_http(Request(scope), exc))(scope, receive, send)
                 return
             receive = replay(body, receive)
+        share = Slot(self._share_of(caller), self.wait_s)  # a no-op without a caller
+        if not await share.acquire():
+            await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
+            return
         slot = Slot(self._admission, self.wait_s)
         if not await slot.acquire():
+            share.release()
             await _answer(scope, receive, send, 503, "busy", BUSY_MESSAGE, 2)
             return
         scope[SLOT_KEY] = slot
@@ -242,12 +270,22 @@ class RequestLimits:
         async def send_releasing(message: Message) -> None:
             if message["type"] == "http.response.start":
                 slot.release()  # the answer is made: a slow reader holds no slot
+                share.release()
             await send(message)
 
         try:
             await self.app(scope, receive, send_releasing)
         finally:
             slot.release()
+            share.release()
+
+    def _share_of(self, caller: str | None) -> asyncio.Semaphore | None:
+        if caller is None:
+            return None
+        share = self._own.get(caller)
+        if share is None:
+            share = self._own[caller] = asyncio.Semaphore(self.slots_per_caller)
+        return share
 
     async def _stream(self, caller: str, scope: Scope, receive: Receive, send: Send) -> None:
         """A live event stream holds no connection between its polls: it is not admitted like a
@@ -266,6 +304,10 @@ def _decrement(counter: Counter[str], key: str) -> None:
     counter[key] -= 1
     if counter[key] <= 0:
         del counter[key]
+
+
+def _headers(scope: Scope, name: bytes) -> list[str]:
+    return [value.decode("latin-1") for key, value in scope.get("headers", []) if key == name]
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

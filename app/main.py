@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI
 
 from app.analytics import routes as analytics_routes
+from app.analytics.consumer import ThreadConsumer
 from app.assets import Assets
 from app.auth import account_pages
 from app.auth import pages as auth_pages
@@ -31,13 +32,14 @@ from app.compression import Compression
 from app.config import REPO_ROOT, Settings, get_settings
 from app.content import routes as content_routes
 from app.content import service as content
-from app.db import unit_of_work
+from app.db import background_units_of_work, unit_of_work
+from app.domain_events import subscribe
 from app.error_handlers import CatchAll, install_error_handlers
 from app.health import routes as health_routes
 from app.input_rule import InputRule, document_rule
 from app.learning import routes as learning_routes
 from app.limits import BodyLimit, RequestLimits
-from app.mail import close_outbox
+from app.outmail.sender import Sender
 from app.security_headers import SecurityHeaders, csp_context
 from app.single_query import single_valued_query
 from app.submissions import routes as submission_routes
@@ -63,15 +65,43 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             backend = make_backend()
             await asyncio.to_thread(backend.start)
         app.state.grading_backend = backend
+        consumer = _analytics_consumer(settings) if settings.analytics_autostarts() else None
+        unsubscribe = None
+        if consumer is not None:
+            await asyncio.to_thread(consumer.start)
+            unsubscribe = subscribe(consumer.notify)  # after each commit that recorded events
+        mail: Sender | None = None
+        if settings.mail_autostarts():
+            mail = Sender(unit_of_work, settings, concurrency=settings.mail_concurrency).start()
         try:
             yield
         finally:
+            if consumer is not None and unsubscribe is not None:
+                unsubscribe()
+                await asyncio.to_thread(consumer.stop)
             if backend is not None:
                 await asyncio.to_thread(backend.stop)
                 app.state.grading_backend = None
-            await asyncio.to_thread(close_outbox)  # the queued mails leave first (bounded)
+            if mail is not None:  # mails not sent stay queued: the next start sends them
+                await asyncio.to_thread(mail.stop)
 
     return run
+
+
+class Consumer(Protocol):
+    def start(self) -> None: ...
+    def notify(self, partitions: frozenset[int]) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _analytics_consumer(settings: Settings) -> Consumer:
+    """The analytics consumer of the domain events (app/analytics/consumer.py)."""
+    units = background_units_of_work(settings.database_url)  # not the requests' pool
+    if settings.analytics_consumer == "queue":
+        from app.analytics.queue import QueueConsumer
+
+        return QueueConsumer(units, conninfo=settings.queue_conninfo())
+    return ThreadConsumer(units)
 
 
 def _admitted(settings: Settings) -> int:
@@ -149,6 +179,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         RequestLimits,
         per_caller=settings.max_requests_per_learner,
         streams_per_caller=settings.max_streams_per_learner,
+        questions_per_caller=settings.max_questions_per_learner,
+        slots_per_caller=settings.max_slots_per_learner,
         admitted=_admitted(settings),
         wait_s=settings.db_checkout_timeout_s,
         learner_of=_learner_of(app),

@@ -9,9 +9,10 @@ lesson 2's steps seen and completed on their first day, every quiz question answ
 day (a wrong first answer for some, then the right one), a draft per exercise, and
 `submissions` graded submissions over the following week, exercise after exercise (a few
 platform errors, passes after some failures, a first failed check drawn from each exercise's
-checks). The analytics rollups are then built from those rows by the migration's backfill
-(`app.analytics.rollups.rebuild`), as an upgrade of a live database would, and the upkeep of
-one learner's day (what grading a submission adds) is timed. Then
+checks). The analytics rollups are then built from those rows (`app.analytics.rollups.rebuild`,
+as `python -m app.analytics rebuild` does; the counters in shards, one per partition of the
+domain events), and the upkeep of one learner's day (what the consumer does for a grading) is
+timed. Then
 `GET /api/v1/instructor/analytics` is requested `repeat` times in four shapes (the whole
 lesson; a 30-day range; by locale; both), through the app in-process (TestClient: routing,
 auth, the queries, JSON), after one first request timed apart (it loads the lessons and
@@ -157,8 +158,9 @@ def _load() -> str:
 
 
 def _rollups(url: str) -> None:
-    """Build the rollups from the generated rows (the migration's backfill), then time the
-    upkeep of one learner's day: what storing a graded submission adds to its transaction."""
+    """Build the rollups from the generated rows (`python -m app.analytics rebuild`), then time
+    the upkeep of one learner's day: what the analytics consumer does for a graded submission's
+    domain event (off the request path since issue 41)."""
     from app.analytics import rollups
     from app.db import as_utc
 

@@ -61,8 +61,15 @@ def fresh_database(admin_url: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def served(
-    database_url: str, port: int, extra_env: Mapping[str, str] | None = None
+    database_url: str,
+    port: int,
+    extra_env: Mapping[str, str] | None = None,
+    *,
+    cwd: Path = ROOT,
+    command: list[str] | None = None,
 ) -> Iterator[str]:
+    """`python -m app serve` (or `command`, arguments to the interpreter ending in `serve`) in
+    the checkout `cwd`, until the block ends."""
     env = {
         **os.environ,
         "RDV_DATABASE_URL": database_url,
@@ -72,8 +79,8 @@ def served(
     }
     with tempfile.TemporaryFile() as log:  # the server's log, shown if it fails to start
         server = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
+            [sys.executable, *(command or ["-m", "app", "serve"]), "--port", str(port)],
+            cwd=cwd,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=log,

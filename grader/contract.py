@@ -56,6 +56,9 @@ class LaunchSpec(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # Arguments passed to the learner's script after `main.py`.
     script_args: list[str] = Field(default_factory=list)
+    # More arguments for each world size's launch, by position in `world_sizes`, after
+    # `script_args` (e.g. another dataset length per launch); a launch past its end gets none.
+    script_args_per_launch: list[list[str]] = Field(default_factory=list)
     # Each launch after the first starts from the files the previous one left in its working
     # directory (a checkpoint written at one world size, resumed at the next).
     resume: bool = False
@@ -92,6 +95,38 @@ class ExerciseSpec(_Strict):
         if unknown:
             raise ValueError(f"names checks that are not in `checks`: {', '.join(unknown)}")
         return value
+
+    def launch_count(self) -> int:
+        """How many judged launches a grading makes: one per world size, in order, then the
+        simulated multi-node one (`launch.multinode`). A fault's uninterrupted twin is not one."""
+        return len(self.launch.world_sizes) + (1 if self.launch.multinode else 0)
+
+    def only_launch(self, index: int) -> ExerciseSpec:
+        """This spec judged at its launch `index` alone (of `launch_count()`), for a quick grading
+        that must catch one thing there (an exercise's ablations, docs/authoring.md). What that
+        launch needs comes along: its fault's twin; under `launch.resume` the launches before it,
+        whose files it starts from; for the multi-node launch, the first world size."""
+        if not 0 <= index < self.launch_count():
+            raise ValueError(
+                f"launch {index} is out of range: this spec makes {self.launch_count()}"
+            )
+        sizes = self.launch.world_sizes
+        multinode = index == len(sizes)
+        if multinode:
+            kept = sizes[:1]
+        elif self.launch.resume:
+            kept = sizes[: index + 1]
+        else:
+            kept = [sizes[index]]
+        per_launch = self.launch.script_args_per_launch
+        if multinode or self.launch.resume:
+            args = per_launch[: len(kept)]
+        else:
+            args = per_launch[index : index + 1]
+        launch = self.launch.model_copy(
+            update={"world_sizes": kept, "multinode": multinode, "script_args_per_launch": args}
+        )
+        return self.model_copy(update={"launch": launch})
 
 
 class Job(_Strict):

@@ -29,6 +29,7 @@ from grader.i18n import (
     msg,
 )
 from grader.launch.plan import Launch
+from grader.stacks import learner_stack
 from grader.stages import (
     in_launch,
     not_judged_on_this_torch,
@@ -256,8 +257,8 @@ def _rank_result(r: RankView) -> RankResult:
     crash = r.first_typed(ProgramException)
     if crash is not None and crash.traceback:
         stack = crash.traceback if not stack else f"{crash.traceback}\n{stack}"
-    if stack and r.learner_file:
-        stack = stack.replace(r.learner_file, "main.py")
+    # The learner reads it: their frames first, no server path, no grader frame.
+    stack = learner_stack(stack, r.learner_file)
     return RankResult(
         rank=r.rank, exit_code=r.exit_code, output=r.output, truncated=r.truncated, stack=stack
     )

@@ -162,3 +162,27 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+# The composition root wires the analytics consumer to the domain events; nothing else may.
+ANALYTICS_WIRED_BY = {"app.main"}
+
+
+def test_no_domain_imports_analytics() -> None:
+    """The domains (learning, submissions, drafts, accounts, content, coach, ...) record what
+    happened as domain events (app/domain_events) and know nothing of analytics, which reads
+    their rows and consumes their events: no module outside app.analytics imports it, at module
+    level or in a function, but the composition root."""
+    known = modules("app")
+    found = []
+    for name, path in known.items():
+        if (
+            name == "app.analytics"
+            or name.startswith("app.analytics.")
+            or name in ANALYTICS_WIRED_BY
+        ):
+            continue
+        for target in imported(path, name):
+            if target == "app.analytics" or target.startswith("app.analytics."):
+                found.append(f"{name} imports {target}")
+    assert found == []

@@ -2,8 +2,9 @@
 rollups: a learner's contributions to them follow from their own rollup rows of one lesson (its
 steps and answers) or one exercise (attempts, checks, draft), so a change to those rows
 replaces that learner's contributions: what they added before is taken off, what they add now
-is added (`apply`), in key order, so concurrent writers never wait on each other in a cycle.
-The caller holds the learner's lock, so their before and after are never interleaved.
+is added (`apply`) to the learner's shard: the partition of their domain events, which one
+consumer at a time applies, so their before and after are never interleaved, and consumers of
+different partitions never write the same counter row.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from app.analytics.models import (
     AttemptDay,
     CheckDay,
     DayCount,
+    DraftDay,
     PassCount,
     StepDay,
 )
 from app.db import as_utc
-from app.submissions.models import Draft
+from app.domain_events import partition_of
 
 Bind = Session | Connection
 # A DayCount's key less its lesson: (scope, locale, item, detail, day, prev_day, flag).
@@ -152,8 +154,8 @@ def _upsert(bind: Bind, table: Any, rows: list[dict[str, Any]], sums: list[str])
     bind.execute(statement, rows)
 
 
-def apply(bind: Bind, lesson_id: str, before: Any, after: Any) -> None:
-    """Replace a learner's contributions `before` (a tally triple) with `after`."""
+def apply(bind: Bind, lesson_id: str, before: Any, after: Any, shard: int) -> None:
+    """Replace a learner's contributions `before` (a tally triple) with `after`, in `shard`."""
     learners = Counter(after[0])
     learners.subtract(before[0])
     amounts = Counter(after[1])
@@ -166,7 +168,7 @@ def apply(bind: Bind, lesson_id: str, before: Any, after: Any) -> None:
     _upsert(
         bind,
         _table(DayCount),
-        [_count(lesson_id, key, learners[key], amounts[key]) for key in changed],
+        [_count(lesson_id, key, learners[key], amounts[key], shard) for key in changed],
         ["learners", "amount"],
     )
     if len(before) > 2:
@@ -175,22 +177,25 @@ def apply(bind: Bind, lesson_id: str, before: Any, after: Any) -> None:
         _upsert(
             bind,
             _table(PassCount),
-            [_pass(key, passes[key]) for key in sorted(passes, key=repr) if passes[key]],
+            [_pass(key, passes[key], shard) for key in sorted(passes, key=repr) if passes[key]],
             ["learners"],
         )
 
 
-def _count(lesson_id: str, key: tuple[Any, ...], learners: int, amount: int) -> dict[str, Any]:
+def _count(
+    lesson_id: str, key: tuple[Any, ...], learners: int, amount: int, shard: int
+) -> dict[str, Any]:
     names = ("scope", "locale", "item", "detail", "day", "prev_day", "flag")
     return {
         "lesson_id": lesson_id,
         **dict(zip(names, key, strict=True)),
+        "shard": shard,
         "learners": learners,
         "amount": amount,
     }
 
 
-def _pass(key: tuple[Any, ...], learners: int) -> dict[str, Any]:
+def _pass(key: tuple[Any, ...], learners: int, shard: int) -> dict[str, Any]:
     names = (
         "exercise",
         "locale",
@@ -200,7 +205,7 @@ def _pass(key: tuple[Any, ...], learners: int) -> dict[str, Any]:
         "judged_to_pass",
         "minutes_to_pass",
     )
-    return {**dict(zip(names, key, strict=True)), "learners": learners}
+    return {**dict(zip(names, key, strict=True)), "shard": shard, "learners": learners}
 
 
 def of_lesson(session: Session, user_id: uuid.UUID, lesson_id: str) -> tuple[Tally, Tally]:
@@ -222,10 +227,9 @@ def of_exercise(
     checks = session.execute(
         select(CheckDay).where(CheckDay.exercise == exercise, CheckDay.user_id == user_id)
     ).scalars()
-    updated = session.scalar(
-        select(Draft.updated_at).where(Draft.exercise == exercise, Draft.user_id == user_id)
+    draft_day = session.scalar(
+        select(DraftDay.day).where(DraftDay.exercise == exercise, DraftDay.user_id == user_id)
     )
-    draft_day = as_utc(updated).date() if updated is not None else None
     return exercise_tally(exercise, list(attempts), list(checks), draft_day)
 
 
@@ -234,7 +238,8 @@ def lesson_of(exercise: str) -> str:
 
 
 def rebuild(bind: Bind) -> None:
-    """Every counter from every learner's day rollups (after `rollups.rebuild`)."""
+    """Every counter from every learner's day rollups (after `rollups.rebuild`), each learner's
+    contributions in their shard."""
     learners: Tally = Counter()
     amounts: Tally = Counter()
     passes: Counter[tuple[Any, ...]] = Counter()
@@ -251,30 +256,31 @@ def rebuild(bind: Bind) -> None:
         lessons = lesson_tally(
             steps.get((lesson_id, user_id), []), answers.get((lesson_id, user_id), [])
         )
-        learners.update({(lesson_id, *key): value for key, value in lessons[0].items()})
+        shard = partition_of(user_id)
+        learners.update({(lesson_id, shard, *key): value for key, value in lessons[0].items()})
     attempts = grouped(AttemptDay, "exercise", "user_id")
     checks = grouped(CheckDay, "exercise", "user_id")
     drafts = {
-        (row.exercise, row.user_id): as_utc(row.updated_at).date()
-        for row in bind.execute(select(Draft.exercise, Draft.user_id, Draft.updated_at))
+        (row.exercise, row.user_id): row.day
+        for row in bind.execute(select(DraftDay.exercise, DraftDay.user_id, DraftDay.day))
     }
     for exercise, user_id in attempts.keys() | checks.keys() | drafts.keys():
         key = (exercise, user_id)
         tally = exercise_tally(
             exercise, attempts.get(key, []), checks.get(key, []), drafts.get(key)
         )
-        lesson_id = lesson_of(exercise)
-        learners.update({(lesson_id, *k): value for k, value in tally[0].items()})
-        amounts.update({(lesson_id, *k): value for k, value in tally[1].items()})
-        passes.update(tally[2])
+        lesson_id, shard = lesson_of(exercise), partition_of(user_id)
+        learners.update({(lesson_id, shard, *k): value for k, value in tally[0].items()})
+        amounts.update({(lesson_id, shard, *k): value for k, value in tally[1].items()})
+        passes.update({(shard, *k): value for k, value in tally[2].items()})
     bind.execute(delete(_table(DayCount)))
     bind.execute(delete(_table(PassCount)))
     rows = [
-        _count(key[0], key[1:], learners[key], amounts[key])
+        _count(key[0], key[2:], learners[key], amounts[key], key[1])
         for key in sorted(learners.keys() | amounts.keys(), key=repr)
     ]
     for start in range(0, len(rows), 5000):
         bind.execute(insert(_table(DayCount)), rows[start : start + 5000])
-    counted = [_pass(key, value) for key, value in passes.items()]
+    counted = [_pass(key[1:], value, key[0]) for key, value in passes.items()]
     for start in range(0, len(counted), 5000):
         bind.execute(insert(_table(PassCount)), counted[start : start + 5000])

@@ -1,6 +1,8 @@
 """The analytics rollups: per (item, learner, locale, UTC day), what the instructors' report
 needs of that learner's events and submissions of that day, kept in step with the source rows
-by `app.analytics.rollups` (never written by hand).
+by `app.analytics.rollups` from the domain events (`app.analytics.consumer`), never written
+by hand. The learner columns carry no foreign key: when an account is deleted, its rows stay
+until the consumer applies the deletion and takes the learner's contributions off the counters.
 
 Each source row counts twice: under its own locale ('' when unknown) and under ALL ('*'), the
 learner's day across every locale. The report without the locale split reads only ALL rows;
@@ -16,7 +18,7 @@ from __future__ import annotations
 import uuid
 from datetime import date, datetime
 
-from sqlalchemy import Date, ForeignKey, Index, Integer, String
+from sqlalchemy import Date, Index, Integer, SmallInteger, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, UTCDateTime
@@ -25,14 +27,14 @@ ALL = "*"
 
 
 def _learner() -> Mapped[uuid.UUID]:
-    return mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    return mapped_column(Uuid, primary_key=True)
 
 
 class StepDay(Base):
     """A learner reached a step (a step event) on a day; `completed`: one was step_completed."""
 
     __tablename__ = "analytics_step_days"
-    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    # One learner's rows, to recompute them (and to forget them when their account goes).
     __table_args__ = (Index("ix_analytics_step_days_user", "user_id", "lesson_id"),)
 
     lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -48,7 +50,7 @@ class AnswerDay(Base):
     the first of them that was right (None: none was)."""
 
     __tablename__ = "analytics_answer_days"
-    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    # One learner's rows, to recompute them (and to forget them when their account goes).
     __table_args__ = (Index("ix_analytics_answer_days_user", "user_id", "lesson_id"),)
 
     lesson_id: Mapped[str] = mapped_column(String(100), primary_key=True)
@@ -68,7 +70,7 @@ class AttemptDay(Base):
     """
 
     __tablename__ = "analytics_attempt_days"
-    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    # One learner's rows, to recompute them (and to forget them when their account goes).
     __table_args__ = (Index("ix_analytics_attempt_days_user", "user_id", "exercise"),)
 
     exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -88,7 +90,7 @@ class CheckDay(Base):
     `check_id` ('' for a failed Result without a failed check)."""
 
     __tablename__ = "analytics_check_days"
-    # One learner's rows, to recompute them (and for the cascade of an account's deletion).
+    # One learner's rows, to recompute them (and to forget them when their account goes).
     __table_args__ = (Index("ix_analytics_check_days_user", "user_id", "exercise"),)
 
     exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -99,12 +101,25 @@ class CheckDay(Base):
     failed: Mapped[int] = mapped_column(Integer)
 
 
+class DraftDay(Base):
+    """A learner's draft of an exercise, by the day it was last saved (it opens the exercise
+    on that day): the draft as the counters last counted it."""
+
+    __tablename__ = "analytics_draft_days"
+
+    exercise: Mapped[str] = mapped_column(String(200), primary_key=True)
+    user_id: Mapped[uuid.UUID] = _learner()
+    day: Mapped[date] = mapped_column(Date)
+
+
 # The counters the report reads: learners summed across learners, per (item, locale, day,
 # previous day). A learner's `day`s of activity on an item each add one learner under
 # (day, the learner's previous active day, or NONE): the learners active in [since, until) are
 # then exactly those of the rows with since <= day < until and prev_day < since (the first
 # active day of each in the range), with no row per learner to read. Kept by
-# `app.analytics.counts` from the per-learner day rollups above.
+# `app.analytics.counts` from the per-learner day rollups above. No hot rows: each counter is
+# split in `shard`s, one per partition of the domain events (the learner's), so consumers of
+# different partitions never write the same row; the report sums the shards.
 NONE = date(1, 1, 1)  # no previous active day
 NEVER = date(9999, 12, 31)  # no pass on or after the day
 
@@ -125,6 +140,7 @@ class DayCount(Base):
     day: Mapped[date] = mapped_column(Date, primary_key=True)
     prev_day: Mapped[date] = mapped_column(Date, primary_key=True)
     flag: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0)
     learners: Mapped[int] = mapped_column(Integer)
     amount: Mapped[int] = mapped_column(Integer)
 
@@ -143,4 +159,18 @@ class PassCount(Base):
     pass_day: Mapped[date] = mapped_column(Date, primary_key=True)
     judged_to_pass: Mapped[int] = mapped_column(Integer, primary_key=True)
     minutes_to_pass: Mapped[int] = mapped_column(Integer, primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=0)
     learners: Mapped[int] = mapped_column(Integer)
+
+
+class ConsumerPartition(Base):
+    """One partition of the domain events, as the analytics consumer left it: held (row lock)
+    while a consumer applies its events; how many it applied and when, and how old the oldest
+    event of its last batch was then (the lag of the figures)."""
+
+    __tablename__ = "analytics_partitions"
+
+    partition: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    applied: Mapped[int] = mapped_column(Integer, default=0)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    lag_ms: Mapped[int] = mapped_column(Integer, default=0)

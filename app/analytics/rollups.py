@@ -2,12 +2,14 @@
 
 Each rollup row is recomputed from the source rows of its learner, item and day by one
 INSERT ... SELECT (the same SELECT that `rebuild` runs over every row, so what is kept
-incrementally and what a backfill makes cannot differ): after new progress events
-(`refresh_events`), a new submission and a graded one (`refresh_attempts`), a draft saved on a
-new day or deleted (`changing_draft`); each refresh then replaces the learner's contributions to
-the counters the report reads (`app.analytics.counts`). The caller holds the learner's lock
-(their progress cursor, or their user row), so one learner's refreshes run one after the other,
-each seeing what the previous one committed.
+incrementally and what a backfill makes cannot differ), when the analytics consumer applies a
+domain event (`app.analytics.consumer`): new progress events (`refresh_events`), a new
+submission and a graded one (`refresh_attempts`), a draft saved on a new day or deleted
+(`refresh_draft`), an account deleted (`forget_learner`); each refresh then replaces the
+learner's contributions to the counters the report reads (`app.analytics.counts`). A refresh
+reads only committed source rows and replaces what it summarises, so applying an event twice,
+or late, leaves the same rows. The consumer holds the learner's partition, so one learner's
+refreshes run one after the other.
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from app.analytics.models import (
     AttemptDay,
     CheckDay,
     DayCount,
+    DraftDay,
     PassCount,
     StepDay,
 )
+from app.domain_events import partition_of
 from app.learning.models import ProgressEvent
 from app.submissions.models import Draft, Submission
 
@@ -52,9 +56,8 @@ STEP_TYPES = ("step_seen", "step_completed", "position")
 EVENT_TYPES = (*STEP_TYPES, "quiz_answered")  # the progress events the rollups count
 JUDGED = ("pass", "fail")
 
-TABLES = tuple(
-    model.__tablename__ for model in (StepDay, AnswerDay, AttemptDay, CheckDay, DayCount, PassCount)
-)
+ROLLUPS = (StepDay, AnswerDay, AttemptDay, CheckDay, DraftDay)
+TABLES = tuple(model.__tablename__ for model in (*ROLLUPS, DayCount, PassCount))
 
 Bind = Session | Connection
 Keys = tuple[Any, ...]
@@ -239,9 +242,8 @@ def refresh_events(
                 ProgressEvent.at,
             )
     for lesson_id in lessons:
-        counts.apply(
-            session, lesson_id, before[lesson_id], counts.of_lesson(session, user_id, lesson_id)
-        )
+        after = counts.of_lesson(session, user_id, lesson_id)
+        counts.apply(session, lesson_id, before[lesson_id], after, partition_of(user_id))
 
 
 def refresh_attempts(session: Session, user_id: uuid.UUID, exercise: str, day: date) -> None:
@@ -259,30 +261,36 @@ def refresh_attempts(session: Session, user_id: uuid.UUID, exercise: str, day: d
             Submission.created_at,
         )
     refreshed = counts.of_exercise(session, user_id, exercise)
-    counts.apply(session, counts.lesson_of(exercise), before, refreshed)
+    counts.apply(session, counts.lesson_of(exercise), before, refreshed, partition_of(user_id))
 
 
-def changing_draft(
-    session: Session, user_id: uuid.UUID, exercise: str, change: Callable[[], T]
-) -> T:
-    """Run `change` (a draft saved or deleted) and recompute the learner's exercise counters
-    it moves (a draft opens the exercise on the day it was last saved)."""
+def refresh_draft(session: Session, user_id: uuid.UUID, exercise: str) -> None:
+    """The learner's draft of the exercise as it is now (a draft opens the exercise on the day
+    it was last saved; none: deleted), and the exercise counters it moves."""
     before = counts.of_exercise(session, user_id, exercise)
-    result = change()
-    session.flush()
+    mine = (DraftDay.exercise == exercise, DraftDay.user_id == user_id)
+    session.execute(delete(_table(DraftDay)).where(*mine))
+    where = (Draft.exercise == exercise, Draft.user_id == user_id)
+    _fill(session, DraftDay, draft_source(_dialect(session), *where))
     refreshed = counts.of_exercise(session, user_id, exercise)
-    counts.apply(session, counts.lesson_of(exercise), before, refreshed)
-    return result
+    counts.apply(session, counts.lesson_of(exercise), before, refreshed, partition_of(user_id))
+
+
+def draft_source(dialect: str, *where: ColumnElement[bool]) -> Any:
+    """(exercise, learner, UTC day last saved) per draft."""
+    return select(Draft.exercise, Draft.user_id, utc_day(Draft.updated_at, dialect)).where(*where)
 
 
 def rebuild(bind: Bind) -> None:
-    """Every rollup row from every source row (a migration's backfill; the benchmark's)."""
+    """Every rollup row from every source row (`python -m app.analytics rebuild`; the
+    benchmark's). Events not yet applied may stay: applying them again changes nothing."""
     dialect = _dialect(bind)
     for model, source in (
         (StepDay, step_source),
         (AnswerDay, answer_source),
         (AttemptDay, attempt_source),
         (CheckDay, check_source),
+        (DraftDay, draft_source),
     ):
         bind.execute(delete(_table(model)))
         _fill(bind, model, source(dialect))
@@ -290,24 +298,23 @@ def rebuild(bind: Bind) -> None:
 
 
 def forget_learner(session: Session, user_id: uuid.UUID) -> None:
-    """Take a learner's contributions off the counters before their account is deleted (their
-    own rollup rows go with it, ON DELETE CASCADE). Their user row is locked first: no write of
-    theirs comes in between."""
-    from app.auth.models import User
-
-    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+    """Take a deleted learner's contributions off the counters, and their rollup rows with
+    them (their source rows are gone already)."""
+    shard = partition_of(user_id)
     lessons = {
         *session.scalars(select(StepDay.lesson_id).where(StepDay.user_id == user_id)),
         *session.scalars(select(AnswerDay.lesson_id).where(AnswerDay.user_id == user_id)),
     }
     for lesson_id in sorted(lessons):
         before = counts.of_lesson(session, user_id, lesson_id)
-        counts.apply(session, lesson_id, before, (Counter(), Counter()))
+        counts.apply(session, lesson_id, before, (Counter(), Counter()), shard)
     exercises = {
         *session.scalars(select(AttemptDay.exercise).where(AttemptDay.user_id == user_id)),
-        *session.scalars(select(Draft.exercise).where(Draft.user_id == user_id)),
+        *session.scalars(select(DraftDay.exercise).where(DraftDay.user_id == user_id)),
     }
     for exercise in sorted(exercises):
         contributed = counts.of_exercise(session, user_id, exercise)
         empty: tuple[counts.Tally, ...] = (Counter(), Counter(), Counter())
-        counts.apply(session, counts.lesson_of(exercise), contributed, empty)
+        counts.apply(session, counts.lesson_of(exercise), contributed, empty, shard)
+    for model in ROLLUPS:
+        session.execute(delete(_table(model)).where(model.user_id == user_id))

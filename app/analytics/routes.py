@@ -40,7 +40,9 @@ class ReportQuery:
     def window(self) -> tuple[datetime | None, datetime | None]:
         """[since 00:00 UTC, the day after `until` 00:00 UTC): both days included."""
         start = datetime.combine(self.since, time(), UTC) if self.since else None
-        end = datetime.combine(self.until + timedelta(days=1), time(), UTC) if self.until else None
+        # The calendar's last day has no day after it: no upper bound (it was a 500).
+        last = self.until if self.until and self.until < date.max else None
+        end = datetime.combine(last + timedelta(days=1), time(), UTC) if last else None
         return start, end
 
     def params(self, lesson_id: str) -> str:

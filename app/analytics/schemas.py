@@ -83,3 +83,9 @@ class AnalyticsReport(BaseModel):
     steps: list[StepFigures]
     questions: list[QuestionFigures]
     exercises: list[ExerciseFigures]
+    lag_seconds: float = Field(
+        0.0,
+        description="How old the figures are: the age of the oldest activity not yet counted "
+        "(the analytics consumer applies the learners' activity shortly after it happens); "
+        "0: every activity is counted",
+    )

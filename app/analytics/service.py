@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.analytics import repository
+from app.analytics.consumer import figures_as_of
 from app.analytics.models import ALL
 from app.analytics.repository import Window
 from app.analytics.schemas import (
@@ -31,7 +32,7 @@ from app.analytics.schemas import (
 )
 from app.content import service as content
 from app.content.localized import LocalizedLesson
-from app.db import as_utc
+from app.db import as_utc, utcnow
 from app.errors import N_
 from app.i18n import translate
 from grader.i18n import render
@@ -94,7 +95,14 @@ def report(
         steps=_steps(session, window, lesson, min_cohort),
         questions=_questions(session, window, lesson, min_cohort),
         exercises=_exercises(session, window, lesson, locale, min_cohort),
+        lag_seconds=_lag_seconds(session),
     )
+
+
+def _lag_seconds(session: Session) -> float:
+    """Seconds since the oldest domain event not yet applied was recorded (0: none is left)."""
+    oldest = figures_as_of(session)
+    return 0.0 if oldest is None else max(0.0, (utcnow() - oldest).total_seconds())
 
 
 Query = Callable[[Session, Window], Sequence[Any]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import AfterValidator
 
@@ -133,7 +133,6 @@ def forgot_page(request: Request) -> Response:
 def forgot_submit(
     request: Request,
     session: SessionDep,
-    tasks: BackgroundTasks,
     _csrf: Csrf,
     email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
 ) -> Response:
@@ -141,7 +140,7 @@ def forgot_submit(
     if rate_limits(request).check_reset(request_ip(request), email) is None:
         reset = lifecycle.request_reset(session, email)
         if reset is not None:
-            mail_reset(tasks, request, reset)
+            mail_reset(session, request, reset)
     return _render(request, "auth/forgot.html", sent=True)
 
 

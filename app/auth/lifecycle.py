@@ -17,6 +17,7 @@ from app.auth import repository, security
 from app.auth.models import DeviceToken, PasswordReset, User
 from app.auth.passwords import check_password
 from app.auth.service import aware_utc, normalize_email
+from app.domain_events import Event, Kind, record
 from app.errors import N_, AppError
 
 RESET_VALID_FOR = timedelta(hours=1)
@@ -57,9 +58,7 @@ def delete_account(session: Session, user: User, *, password: str) -> None:
     """The account and all its personal data, confirmed with the password."""
     if not security.verify_password(user.password_hash, password):
         raise WrongPassword()
-    from app.analytics import rollups  # the instructors' counters must not count them any more
-
-    rollups.forget_learner(session, user.id)
+    record(session, [Event(Kind.ACCOUNT_DELETED, user.id)])
     repository.delete_user(session, user)
 
 

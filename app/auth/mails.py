@@ -1,6 +1,6 @@
-"""The account mails, in the language of the request, queued to leave after the answer (so
-that sending takes no time the client could measure) from the outbox (app/mail.py: a background
-thread with retries; the request holds nothing while the relay is slow). No FastAPI routes here.
+"""The account mails, in the language of the request, queued in the outbox table in the request's
+own transaction (app/outmail: sent by a sender of its own, with retries and backoff, never lost
+on a restart; the request holds nothing while the relay is slow). No FastAPI routes here.
 
 Every mail is limited per recipient, and the mail that anyone can set off, "someone tried to
 register with your address", more tightly (`AuthRateLimits.check_mail`): a mailbox is never
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import BackgroundTasks
+from sqlalchemy.orm import Session
 
 from app.auth import lifecycle
 from app.auth.ratelimit import AuthRateLimits
@@ -18,13 +18,13 @@ from app.auth.service import Registration
 from app.config import Settings
 from app.errors import N_
 from app.i18n import translate
-from app.mail import outbox
+from app.outmail import queue
 
 log = logging.getLogger(__name__)
 
 
 def _queue(
-    tasks: BackgroundTasks,
+    session: Session,
     settings: Settings,
     locale: str,
     *,
@@ -39,12 +39,11 @@ def _queue(
         log.warning("a mail over its per-recipient limit was not sent")
         return
     body = "\n\n".join(translate(locale, text).format(**params) for text in paragraphs)
-    mail = {"to": to, "subject": translate(locale, subject), "body": body + "\n"}
-    tasks.add_task(outbox().put, settings, **mail)
+    queue.enqueue(session, to=to, subject=translate(locale, subject), body=body + "\n")
 
 
 def send_reset_mail(
-    tasks: BackgroundTasks,
+    session: Session,
     settings: Settings,
     reset: lifecycle.ResetRequest,
     locale: str,
@@ -59,7 +58,7 @@ def send_reset_mail(
         N_("If it was not you, ignore this mail: your password stays as it is."),
     ]
     _queue(
-        tasks,
+        session,
         settings,
         locale,
         to=reset.user.email,
@@ -72,7 +71,7 @@ def send_reset_mail(
 
 
 def send_registration_mail(
-    tasks: BackgroundTasks,
+    session: Session,
     settings: Settings,
     registration: Registration,
     locale: str,
@@ -99,7 +98,7 @@ def send_registration_mail(
             N_("Forgot your password? Choose a new one here:\n{forgot}"),
         ]
     _queue(
-        tasks,
+        session,
         settings,
         locale,
         to=registration.user.email,

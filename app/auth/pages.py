@@ -12,7 +12,7 @@ import uuid
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from fastapi import APIRouter, BackgroundTasks, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import AfterValidator, ValidationError
 
@@ -99,7 +99,6 @@ def register_page(request: Request, auth: OptionalAuth, next: str = "/") -> Resp
 def register_submit(
     request: Request,
     session: SessionDep,
-    tasks: BackgroundTasks,
     _csrf: Csrf,
     email: Annotated[str, Form(max_length=320), AfterValidator(storable)] = "",
     display_name: Annotated[str, Form(max_length=80), AfterValidator(storable)] = "",
@@ -146,7 +145,7 @@ def register_submit(
     # The same answer, after the same work, whether or not the address had an account: nobody
     # learns from this form who has one. The mail says which it was, to the address's owner.
     settings = request.app.state.settings
-    send_registration_mail(tasks, settings, registration, _locale(request), _limits(request))
+    send_registration_mail(session, settings, registration, _locale(request), _limits(request))
     target = urlencode({"registered": "1", "next": _welcome_url(next)})
     return RedirectResponse(f"/login?{target}", status_code=303)
 
@@ -211,7 +210,10 @@ def login_submit(
         )
     try:
         user = service.authenticate(session, email=email, password=password)
-    except AppError:
+    except AppError as exc:
+        if exc.code != "invalid_credentials":  # busy: no password was checked
+            raise
+        _limits(request).login_failed(request_ip(request), email)
         return again(
             translate(
                 _locale(request), "The email or password is wrong. Check both and try again."

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from app.auth.service import normalize_email
 
 MAX_KEYS = 100_000
+GUARDED_PACE_S = 10.0
 
 
 @dataclass
@@ -44,6 +45,16 @@ class SlidingWindow:
             hits.append(now)
             return None
 
+    def peek(self, key: str) -> float | None:
+        """Like `hit` without recording: None if an attempt would be allowed."""
+        now = self.clock()
+        with self._lock:
+            hits = self._hits.get(key)
+            recent = [t for t in hits or () if t > now - self.window_s]
+            if len(recent) < self.limit:
+                return None
+            return max(recent[0] + self.window_s - now, 0.0)
+
     def _prune(self, now: float) -> None:
         stale = [k for k, h in self._hits.items() if not h or h[-1] <= now - self.window_s]
         for key in stale:
@@ -55,14 +66,22 @@ class SlidingWindow:
 
 @dataclass
 class AuthRateLimits:
-    """Login: 10 per (IP, email), 30 per email from any address and 50 per IP per 15 minutes.
+    """Login: 10 per (IP, email) and 50 per IP per 15 minutes. Per account, 30 wrong passwords
+    in 15 minutes from anywhere put it under guard, which never locks its owner out (issue 39,
+    D8: 30 guesses used to refuse the right password from a new address for 15 minutes): the
+    addresses that guessed wrong at it are refused, and any other address may try once every
+    `GUARDED_PACE_S` seconds (a guesser with many addresses gets a few tries a minute; the owner
+    signs in, at worst after that pause).
     Registration: 20 per IP per hour. Mail: 10 per recipient an hour, of which 2 "someone tried
     to register with your address". Emails are normalised first (as accounts store them), so
     padding or capitals do not make a new key."""
 
     login_per_ip_and_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(10, 900))
-    login_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(30, 900))
     login_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(50, 900))
+    # Wrong passwords only: per account, and per (address, account) (who guessed).
+    failed_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(30, 900))
+    failed_from: SlidingWindow = field(default_factory=lambda: SlidingWindow(1, 900))
+    guarded_pace: SlidingWindow = field(default_factory=lambda: SlidingWindow(1, GUARDED_PACE_S))
     register_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
     reset_per_account: SlidingWindow = field(default_factory=lambda: SlidingWindow(5, 3600))
     reset_per_ip: SlidingWindow = field(default_factory=lambda: SlidingWindow(20, 3600))
@@ -83,12 +102,29 @@ class AuthRateLimits:
         return limits
 
     def check_login(self, ip: str, email: str) -> int | None:
+        """Whether this address may try this account's password now (counted when it may)."""
         account = normalize_email(email)
         return _first_refusal(
             self.login_per_ip.hit(ip),
             self.login_per_ip_and_account.hit(f"{ip}|{account}"),
-            self.login_per_account.hit(account),
+            self._guarded(ip, account),
         )
+
+    def login_failed(self, ip: str, email: str) -> None:
+        """A wrong password for this account from this address."""
+        account = normalize_email(email)
+        self.failed_per_account.hit(account)
+        self.failed_from.hit(f"{ip}|{account}")
+
+    def _guarded(self, ip: str, account: str) -> float | None:
+        """Under guard (too many wrong passwords lately): refused from an address that guessed
+        wrong, paced from any other; else None."""
+        wait = self.failed_per_account.peek(account)
+        if wait is None:
+            return None
+        if self.failed_from.peek(f"{ip}|{account}") is not None:
+            return wait
+        return self.guarded_pace.hit(account)
 
     def check_reset(self, ip: str, email: str) -> int | None:
         """Reset mails: 5 per address an hour (a mailbox is not flooded), 20 per IP."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, BackgroundTasks, Form, Request, Response, status
+from fastapi import APIRouter, Form, Request, Response, status
 from pydantic import AfterValidator
 from sqlalchemy.orm import Session
 
@@ -25,7 +25,7 @@ from app.auth.schemas import (
     UserPublic,
 )
 from app.client import request_ip
-from app.db import SessionDep
+from app.db import SessionDep, after_commit
 from app.errors import AppError, error_responses
 from app.i18n import resolve_locale
 from app.submissions import service as submissions
@@ -64,7 +64,9 @@ def _rate_limited(retry_after: int) -> AppError:
     responses=error_responses(422, 429),
 )
 def register(
-    request: Request, body: UserCreate, session: SessionDep, tasks: BackgroundTasks
+    request: Request,
+    body: UserCreate,
+    session: SessionDep,
 ) -> UserPublic:
     """Create an account. Then get a token with POST /auth/token.
 
@@ -80,7 +82,7 @@ def register(
     )
     locale = resolve_locale(request)
     send_registration_mail(
-        tasks, request.app.state.settings, registration, locale, rate_limits(request)
+        session, request.app.state.settings, registration, locale, rate_limits(request)
     )
     return UserPublic.model_validate(registration.user)
 
@@ -107,7 +109,12 @@ def issue_token(
     wait = rate_limits(request).check_login(request_ip(request), username)
     if wait is not None:
         raise _rate_limited(wait)
-    user = service.authenticate(session, email=username, password=password)
+    try:
+        user = service.authenticate(session, email=username, password=password)
+    except AppError as exc:
+        if exc.code == "invalid_credentials":  # not "busy": no password was checked
+            rate_limits(request).login_failed(request_ip(request), username)
+        raise
     token = service.issue_token(session, user, device_name=device_name, kind="api")
     return TokenPublic(access_token=token)
 
@@ -193,14 +200,14 @@ def delete_account(
 
 
 def delete_with_queued_code(request: Request, session: Session, user: User, password: str) -> None:
-    """Delete the account (lifecycle.py) and, once that is committed, the code of its
-    submissions still waiting in the grading queue (app/submissions/queue.py)."""
+    """Delete the account (lifecycle.py) and, once that is committed (the request's one commit
+    point), the code of its submissions still waiting in the grading queue
+    (app/submissions/queue.py)."""
     job_ids = submissions.queued_job_ids(session, user.id)
     lifecycle.delete_account(session, user, password=password)
-    session.commit()
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
     if backend is not None and job_ids:
-        backend.withdraw(job_ids)
+        after_commit(session, lambda: backend.withdraw(job_ids))
 
 
 @api_router.post(
@@ -210,7 +217,9 @@ def delete_with_queued_code(request: Request, session: Session, user: User, pass
     responses=error_responses(422, 429),
 )
 def request_password_reset(
-    request: Request, body: PasswordResetRequest, session: SessionDep, tasks: BackgroundTasks
+    request: Request,
+    body: PasswordResetRequest,
+    session: SessionDep,
 ) -> Response:
     """Mail a reset link (valid one hour) to the address, if it has an account. The answer is
     the same either way; the mail leaves after it."""
@@ -219,14 +228,14 @@ def request_password_reset(
         raise _rate_limited(wait)
     reset = lifecycle.request_reset(session, body.email)
     if reset is not None:
-        mail_reset(tasks, request, reset)
+        mail_reset(session, request, reset)
     return Response(status_code=status.HTTP_202_ACCEPTED)
 
 
-def mail_reset(tasks: BackgroundTasks, request: Request, reset: lifecycle.ResetRequest) -> None:
+def mail_reset(session: Session, request: Request, reset: lifecycle.ResetRequest) -> None:
     """The reset mail, in the request's language, under the per-recipient limits."""
     settings = request.app.state.settings
-    send_reset_mail(tasks, settings, reset, resolve_locale(request), rate_limits(request))
+    send_reset_mail(session, settings, reset, resolve_locale(request), rate_limits(request))
 
 
 @api_router.post(

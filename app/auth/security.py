@@ -1,17 +1,55 @@
-"""Password hashing (argon2id) and device tokens (random, stored as SHA-256)."""
+"""Password hashing (argon2id) and device tokens (random, stored as SHA-256).
+
+Hashing takes argon2's memory (64 MiB each by default) and a core for a moment: at most
+`HASHING_AT_ONCE` run at once in the process, and a request that cannot start one within
+`HASHING_WAIT_S` gets 503 `busy` with Retry-After (issue 39, D5: 120 sign-ins at once took the
+server from 145 MB to 1.1 GB)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
+from typing import TypeVar
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from app.config import get_settings
+from app.errors import AppError
 
 TOKEN_PREFIX = "rdv_"
+HASHING_AT_ONCE = 4
+HASHING_WAIT_S = 5.0
+_hashing = threading.BoundedSemaphore(HASHING_AT_ONCE)
+T = TypeVar("T")
+
+
+class HashingBusy(AppError):
+    code = "busy"
+    status_code = 503
+    message = "The server is busy right now. Wait a second, then try again."
+
+    def __init__(self) -> None:
+        super().__init__(headers={"Retry-After": "2"})
+
+
+@contextmanager
+def _hashing_turn() -> Iterator[None]:
+    if not _hashing.acquire(timeout=HASHING_WAIT_S):
+        raise HashingBusy()
+    try:
+        yield
+    finally:
+        _hashing.release()
+
+
+def _bounded(work: Callable[[], T]) -> T:
+    with _hashing_turn():
+        return work()
 
 
 @lru_cache
@@ -24,14 +62,17 @@ def password_hasher() -> PasswordHasher:
 
 
 def hash_password(password: str) -> str:
-    return password_hasher().hash(password)
+    return _bounded(lambda: password_hasher().hash(password))
 
 
 def verify_password(password_hash: str, password: str) -> bool:
-    try:
-        return password_hasher().verify(password_hash, password)
-    except (VerificationError, InvalidHashError):
-        return False
+    def verify() -> bool:
+        try:
+            return password_hasher().verify(password_hash, password)
+        except (VerificationError, InvalidHashError):
+            return False
+
+    return _bounded(verify)
 
 
 def needs_rehash(password_hash: str) -> bool:

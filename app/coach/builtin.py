@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.coach.evidence import FailedCheck, RunEvidence
+from app.coach.concepts import ConceptHit, get_concepts
+from app.coach.evidence import FailedCheck, RunEvidence, SeenCheck
 from app.coach.index import StepHit, StepIndex, url_of
 from app.coach.intent import Intent
 from app.coach.levels import Level
@@ -62,12 +63,17 @@ class BuiltinCoach:
         self.index = index
         self.locale = locale
 
-    def t(self, message: str, **params: Any) -> str:
+    def t(self, message: str, /, **params: Any) -> str:
         return translate(self.locale, message).format(**params)
 
     # ---- with a graded run ----------------------------------------------------------------
     def about_run(
-        self, run: RunEvidence, intent: Intent, question: str, focus: str | None
+        self,
+        run: RunEvidence,
+        intent: Intent,
+        question: str,
+        focus: str | None,
+        asked_check: str | None = None,
     ) -> Answer:
         if run.status == "error":
             return Answer(
@@ -82,8 +88,14 @@ class BuiltinCoach:
         first = next(
             (c for c in run.failed if c.id == focus), run.failed[0] if run.failed else None
         )
+        about_failure = intent.kind in ("why_failed", "hint", "still_stuck", "give_answer")
+        seen = next((check for check in run.seen if check.id == asked_check), None)
+        if seen is not None and (about_failure or intent.from_button):
+            return self._did_not_fail(seen, run)
         if intent.kind == "give_answer":
             return self._refuse(first, run)
+        if intent.kind == "faster":
+            return self.faster(run)
         if intent.kind == "run_line" and first is not None:
             return self._explain_line(run, intent, first)
         if intent.kind in ("concept", "other"):
@@ -96,7 +108,69 @@ class BuiltinCoach:
             )
             self._list_related(answer, question, run.lesson_id)
             return answer
+        if intent.kind == "hint":
+            return self._hint(run, first)
         return self._failure_report(run, first)
+
+    def _did_not_fail(self, seen: SeenCheck, run: RunEvidence) -> Answer:
+        """The learner asked about a check that passed (or was not judged) on this run."""
+        if seen.status == "pass":
+            text = self.t(
+                N_(
+                    "The check “{title}” passed on this run: {message} "
+                    "There is nothing to fix there."
+                ),
+                title=seen.title,
+                message=seen.message,
+            )
+        else:
+            text = self.t(
+                N_("The check “{title}” was not judged on this run: {message}"),
+                title=seen.title,
+                message=seen.message,
+            )
+        answer = Answer(text)
+        if run.failed:
+            heading = self.t(N_("The checks that failed:"))
+            listed = "\n".join(f"- {self._one_line(check)}" for check in run.failed)
+            answer.markdown += f"\n\n**{heading}**\n\n{listed}"
+        return answer
+
+    def _hint(self, run: RunEvidence, check: FailedCheck) -> Answer:
+        """A hint on one failed check: what happened there and the advice at its level."""
+        answer = Answer("")
+        lines = [
+            f"{self._repeat(check)}{self._level_phrase(check.level)}".strip(),
+            f"### {check.title}",
+            f"**{self.t(N_('What happened'))}** ({self._where(check)}): {check.message}",
+        ]
+        if check.code_line and check.level != "fix":
+            lines.append(f"```python\n{check.code_line.strip()}\n```")
+        lines.append(f"**{self.t(N_('What to change first'))}:** {self._advice(check)}")
+        step = self._step_for(check, run.lesson_id)
+        if step is not None:
+            answer.cite(step)
+            lines.append(
+                self.t(N_("The lesson explains it in the step {link}."), link=link_to(step))
+            )
+        answer.markdown = "\n\n".join(lines)
+        return answer
+
+    def _repeat(self, check: FailedCheck) -> str:
+        """Past the fix, how many times the learner asked: each answer differs from the last."""
+        if check.level != "fix" or check.asked_before < 2:
+            return ""
+        return (
+            self.t(
+                N_(
+                    "This is question {count} about this check of this submission. The fix "
+                    "below is as far as the coach goes: change your own line, run the file "
+                    "yourself with torchrun, and submit again."
+                ),
+                count=check.asked_before + 1,
+            )
+            + " "
+        )
 
     def _failure_report(self, run: RunEvidence, first: FailedCheck) -> Answer:
         answer = Answer("")
@@ -125,7 +199,7 @@ class BuiltinCoach:
             if first is run.failed[0]
             else self.t(N_("Here is the one you asked about."))
         )
-        return f"{where} {start} {self._level_phrase(first.level)}"
+        return f"{where} {start} {self._repeat(first)}{self._level_phrase(first.level)}"
 
     def _level_phrase(self, level: Level) -> str:
         if level == "nudge":
@@ -292,24 +366,62 @@ class BuiltinCoach:
                 first,
             )
             tie = self.t(
-                N_(
-                    "In your run: the check “{title}” failed ({where}). Ask “Why did this fail?” "
-                    "to go through it."
-                ),
+                N_("In your run the check “{title}” failed ({where}): {message}"),
                 title=related.title,
                 where=self._where(related),
+                message=related.message,
             )
         answer.markdown = f"{answer.markdown}\n\n{tie}"
 
     # ---- without a run ----------------------------------------------------------------------
+    def faster(self, run: RunEvidence | None) -> Answer:
+        """How the program could be faster: what the checks observed about it (overlap,
+        buckets), then what cannot be judged from here and how to measure it."""
+        parts = []
+        observed = [
+            check
+            for check in (run.seen if run is not None else [])
+            if check.status == "pass" and check.id.startswith(("overlap.", "ddp.", "accum."))
+        ]
+        if observed:
+            parts.append(self.t(N_("What the grader observed in your run:")))
+            parts.append("\n".join(f"- **{check.title}**: {check.message}" for check in observed))
+        elif run is not None:
+            parts.append(
+                self.t(
+                    N_(
+                        "The checks of this exercise judge whether your program is right, not "
+                        "how fast it is: nothing in this run measured its speed."
+                    )
+                )
+            )
+        parts.append(
+            self.t(
+                N_(
+                    "The coach cannot judge speed from here: the grader runs on shared CPU "
+                    "workers. Measure it yourself on your own machine: time a few hundred steps "
+                    "(after a few warm-up steps, with torch.cuda.synchronize() before reading the "
+                    "clock on a GPU) with the all-reduces overlapped and then waited on only "
+                    "after backward, and compare the time per step; torch.profiler shows whether "
+                    "the all-reduces run during backward or after it."
+                )
+            )
+        )
+        return Answer("\n\n".join(parts))
+
     def answer_question(self, intent: Intent, question: str, lesson_id: str) -> Answer:
         if intent.kind == "give_answer":
             return self._refuse(None, None)
+        if intent.kind == "faster":
+            return self.faster(None)
         return self.about_topic(question, lesson_id)
 
     def about_topic(self, question: str, lesson_id: str) -> Answer:
         """The lesson's own explanation of what was asked, or an honest "not covered"."""
         topic = untaught_topic(question)
+        concept = get_concepts().search(question, self.locale, lesson_id) if not topic else None
+        if concept is not None:
+            return self._concept_answer(concept)
         hits = self._hits(question, lesson_id)
         if topic is not None:
             nearest = next(
@@ -350,6 +462,28 @@ class BuiltinCoach:
             for hit in hits[1:]:
                 answer.cite(hit)
             answer.markdown += f"\n\n{also} " + ", ".join(link_to(hit) for hit in hits[1:])
+        return answer
+
+    def _concept_answer(self, hit: ConceptHit) -> Answer:
+        """The instructors' own explanation of the concept, and the steps that teach it."""
+        concept = hit.concept
+        name = (concept.terms.get(self.locale) or concept.terms.get("en") or [concept.id])[0]
+        text = concept.answer.get(self.locale) or concept.answer.en
+        answer = Answer(f"**{name}**: {text}")
+        steps = {step.step_id: step for step in self.index.steps_of(hit.lesson_id, self.locale)}
+        taught = [steps[step_id] for step_id in concept.steps if step_id in steps]
+        if taught:
+            for step in taught:
+                answer.cite(step)
+            answer.markdown += "\n\n" + self.t(
+                N_("The lesson explains it in the step {link}."), link=link_to(taught[0])
+            )
+            if len(taught) > 1:
+                also = self.t(N_("More about it:"))
+                answer.markdown += f" {also} " + ", ".join(link_to(step) for step in taught[1:])
+        if concept.check is not None:
+            question = concept.check.get(self.locale) or concept.check.en
+            answer.markdown += "\n\n" + self.t(N_("Check yourself: {question}"), question=question)
         return answer
 
     def _hits(self, question: str, lesson_id: str) -> list[StepHit]:

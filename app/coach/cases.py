@@ -22,6 +22,8 @@ _OVERLAP = {"sampler.overlap", "sampler.same_samples", "sampler.hand_made_overla
 _COVERAGE = {"sampler.partial", "sampler.partial_one"}
 _NOT_LOADED = {"elastic.not_loaded", "elastic.not_loaded_one"}
 _STARTED_OVER = {"elastic.started_over"}
+_SIGNAL = re.compile(r"\bSIG[A-Z]{2,}\b|\bsignal \d+|killed by signal|\bsinal\b|sinyal")
+_SIGNAL_IDS = {"run.killed", "run.killed_says", "run.killed_oom"}
 _TIMEOUT_IDS = {
     "run.unfinished",
     "run.unfinished_at",
@@ -53,6 +55,11 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
         "Your run did not crash: it ran out of time, with a rank waiting in a collective that "
         "another rank never reached. Find the collective call that not every rank makes."
     ),
+    ("run.completed", "signal"): N_(
+        "Your run crashed: a rank was ended by a signal (such as SIGABRT or SIGSEGV), it did not "
+        "run out of time. A signal comes from native code or from the process being killed: read "
+        "the last lines that rank printed, and the first error before them."
+    ),
     ("run.completed", "not_consolidated"): N_(
         "Your run crashed because the optimizer state was saved before it was consolidated: rank "
         "0 asked for the whole state, but the shards were never gathered to it."
@@ -80,6 +87,8 @@ def case_of(check: dict[str, Any]) -> str | None:
     elif check_id == "run.completed":
         if "consolidat" in english:
             return "not_consolidated"
+        if _SIGNAL.search(str(check.get("message") or "")) or ids & _SIGNAL_IDS:
+            return "signal"  # a crash, whatever else the message names (a watchdog's timeout)
         if ids & _TIMEOUT_IDS or "timed out" in english or "timeout" in english:
             return "timeout"
     return None
@@ -104,6 +113,8 @@ def explanation(check_id: str, case: str | None, locale: str) -> str | None:
     return translate(locale, message) if message is not None else None
 
 
+# Interpreter noise in a stack: faulthandler's list of loaded extension modules and its headers.
+_NOISE = re.compile(r"^\s*(Extension modules:|Fatal Python error:|Current thread 0x|Thread 0x)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>.+))?')
 _INTERNAL_PATH = re.compile(r"\[?/[\w./+-]+(?::\d+)?\]?")
 LEARNER_FILE = "main.py"
@@ -112,7 +123,7 @@ LEARNER_FILE = "main.py"
 def learner_frames(stack: str, learner_file: str = LEARNER_FILE) -> str | None:
     """The rank's stack cut to the frames in the learner's own file (each with its source line)
     and the final error, without the server's paths; None if no frame is the learner's."""
-    lines = stack.strip().splitlines()
+    lines = [line for line in stack.strip().splitlines() if not _NOISE.match(line)]
     kept: list[str] = []
     keep_next = False
     for line in lines:

@@ -34,6 +34,17 @@ class FailedCheck:
     level: Level = "nudge"  # how far the coach goes on this check (app/coach/levels.py)
     case: str | None = None  # which failure of the check the run showed (app/coach/cases.py)
     case_text: str | None = None  # that case explained, in the learner's language
+    asked_before: int = 0  # earlier questions about this check of this submission
+
+
+@dataclass(frozen=True)
+class SeenCheck:
+    """A check that did not fail: it passed, or was not judged (skip)."""
+
+    id: str
+    title: str
+    status: str  # pass | skip
+    message: str
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,7 @@ class RunEvidence:
     failed: list[FailedCheck] = field(default_factory=list)
     failed_attempts: int = 0
     world_size: int | None = None
+    seen: list[SeenCheck] = field(default_factory=list)  # the checks that did not fail
 
 
 def line_of_code(code: str, line: int | None) -> str | None:
@@ -73,10 +85,18 @@ def gather(
     failed_attempts: int,
     locale: str,
     levels: dict[str, Level] | None = None,
+    asked: dict[str, int] | None = None,
 ) -> RunEvidence:
     failed = []
+    seen = []
     for check in result.checks:
         if check.status != "fail":
+            shown_ok = localize_check(check.model_dump(mode="json"), locale)
+            seen.append(
+                SeenCheck(
+                    check.id, shown_ok["title"] or check.id, check.status, shown_ok["message"]
+                )
+            )
             continue
         lesson_hint = localize(exercise.grading.hints.get(check.id), locale)
         raw = check.model_dump(mode="json")
@@ -96,6 +116,7 @@ def gather(
                 level=(levels or {}).get(check.id, "nudge"),
                 case=case,
                 case_text=explanation(check.id, case, locale),
+                asked_before=(asked or {}).get(check.id, 0),
             )
         )
     return RunEvidence(
@@ -107,4 +128,5 @@ def gather(
         failed=failed,
         failed_attempts=failed_attempts,
         world_size=result.launch.world_size if result.launch else None,
+        seen=seen,
     )

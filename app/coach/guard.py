@@ -16,6 +16,7 @@ import ast
 import io
 import keyword
 import re
+import textwrap
 import tokenize
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -26,7 +27,36 @@ from app.content.codeleak import squeeze, telling_lines
 # A block this similar to the solution, and at least this share of its length, is the solution.
 SIMILAR_RATIO = 0.6
 SIMILAR_SHARE = 0.4
-_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)(?:^[ \t]*\1|\Z)", re.DOTALL | re.MULTILINE)
+_INDENTED = re.compile(r"(?:^(?: {4}|\t)\S.*\n?(?:^(?: {4}|\t).*\n?|^\s*\n)*)", re.MULTILINE)
+
+
+def code_blocks(answer: str) -> list[str]:
+    """Every piece of code in the answer, whatever its shape: ``` and ~~~ fences (closed or
+    not), indented blocks, and all of them joined (a program split over several blocks)."""
+    fenced = [found.group(2) for found in _FENCE.finditer(answer)]
+    indented = [
+        textwrap.dedent(found.group(0)) for found in _INDENTED.finditer(_FENCE.sub("", answer))
+    ]
+    blocks = [block for block in fenced + indented if block.strip()]
+    return [*blocks, "\n".join(blocks)] if len(blocks) > 1 else blocks
+
+
+def open_fence_at(text: str) -> int | None:
+    """Where a code fence that is not closed yet starts in `text` (a stream still writing it)."""
+    start = None
+    marker = ""
+    position = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if start is None and stripped.startswith(("```", "~~~")):
+            start, marker = position, stripped[:3]
+        elif start is not None and stripped.startswith(marker):
+            start = None
+        position += len(line)
+    return start
+
+
 # Module names kept as they are when names are renamed: they say what the program calls.
 _KEPT_NAMES = frozenset({"torch", "dist", "nn", "os", "optim", "DDP", "F", "mp", "time", "math"})
 
@@ -99,7 +129,7 @@ class SolutionGuard:
         leaked = self.leaked_lines(answer)
         if leaked:
             return f"the answer holds {len(leaked)} line(s) of the solution file"
-        for block in _FENCE.findall(answer):
+        for block in code_blocks(answer):
             if squeeze(block) in self.public:
                 continue  # a snippet the learner can already read
             if is_whole_program(block):

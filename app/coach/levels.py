@@ -1,9 +1,12 @@
 """How far the coach goes on one failed check: a nudge, then a pointer, then a fix of the
 learner's own line; never the whole solution.
 
-Counted per check: the level moves on with each graded submission of the exercise in which that
-check failed, and with each time the learner asks again about it on the same submission ("still
-stuck"). Asking for the answer outright moves one level on as well, and says why.
+Counted per submission and check: the first question about a failed check gets the nudge, and
+the level moves on only when the learner asks again about that same check of that submission
+(why did it fail, a hint, still stuck). A concept or a line question never moves it; a new
+submission starts afresh. "Still stuck" asked first goes straight to the pointer; asking for the
+answer outright moves one level on, and says why. Past the fix the answer says how many times
+it was asked, so asking twice never gets the same text.
 """
 
 from __future__ import annotations
@@ -14,18 +17,18 @@ Level = Literal["nudge", "pointer", "fix"]
 LEVELS: tuple[Level, ...] = ("nudge", "pointer", "fix")
 
 
-def level_for(failures: int, asked_before: int, *, wants_answer: bool = False) -> Level:
-    """`failures`: graded submissions (this one included) in which the check failed;
-    `asked_before`: earlier questions about this check of this submission."""
-    step = max(failures, 1) - 1 + asked_before + (1 if wants_answer else 0)
+def steps_for(asked_before: int, *, still_stuck: bool = False, wants_answer: bool = False) -> int:
+    """How many levels on this question is: its earlier questions about the same check of the
+    same submission, one more for "give me the answer", at least one for "still stuck"."""
+    step = asked_before + (1 if wants_answer else 0)
+    return max(step, 1) if still_stuck else step
+
+
+def level_for(asked_before: int, *, still_stuck: bool = False, wants_answer: bool = False) -> Level:
+    step = steps_for(asked_before, still_stuck=still_stuck, wants_answer=wants_answer)
     return LEVELS[min(step, len(LEVELS) - 1)]
 
 
-def asks_about(asked: list[str | None], check_id: str, first_failed: str | None) -> int:
-    """Earlier questions about `check_id`: those that clicked it, and those that clicked nothing
-    when it is the check an answer leads with (the first failed one)."""
-    return sum(
-        1
-        for clicked in asked
-        if clicked == check_id or (clicked is None and check_id == first_failed)
-    )
+def asks_about(asked: list[str], check_id: str) -> int:
+    """Earlier questions about `check_id` (each names the check it was about)."""
+    return sum(1 for about in asked if about == check_id)

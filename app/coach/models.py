@@ -34,6 +34,8 @@ class CoachExchange(Base):
     )
     # The failed check whose "Why did this fail?" button asked, if one did.
     check_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    # The failed check a question about a failure was about, a button's or typed (escalation).
+    about_check: Mapped[str | None] = mapped_column(String(64), default=None)
     # The checks the asked-about submission failed: [{"id", "title" (English, from its Result)}]
     failed_checks: Mapped[list[dict[str, str]]] = mapped_column(
         JSON, default=list, server_default="[]"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.coach.builtin import N_, source_of
+from app.coach.guard import open_fence_at
 from app.coach.language import detect
 from app.coach.llm import ChatProvider, ProviderFailed
 from app.coach.prompt import build_messages
@@ -46,7 +47,7 @@ def builtin_reply(prepared: Prepared) -> Reply:
 
 def _messages(prepared: Prepared) -> list[dict[str, str]]:
     return build_messages(
-        question=prepared.body.question,
+        question=prepared.question,
         locale=prepared.locale,
         code=prepared.code,
         run=prepared.run,
@@ -57,8 +58,8 @@ def _messages(prepared: Prepared) -> list[dict[str, str]]:
 
 def refusal(prepared: Prepared, text: str) -> str | None:
     """Why the model's (partial) answer may not be shown, or None."""
-    if prepared.guard is not None:
-        reason = prepared.guard.refusal(text)
+    for guard in [prepared.guard, *prepared.other_guards]:
+        reason = guard.refusal(text) if guard is not None else None
         if reason is not None:
             return reason
     return None
@@ -108,7 +109,8 @@ def answer(prepared: Prepared, provider: ChatProvider | None) -> Reply:
 def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[str, Any]]:
     """("delta", text) for each checked line as the model writes it, then ("done", Reply).
 
-    A line is shown only once it is complete and what is written so far passes the guard; if the
+    A line is shown only once it is complete and what is written so far passes the guard; a code
+    block only once it is closed, whole (never line by line); if the
     model fails or leaks part-way, ("reset", None) tells the page to drop what it showed, and the
     built-in coach's answer follows as "done".
     """
@@ -122,6 +124,10 @@ def stream(prepared: Prepared, provider: ChatProvider | None) -> Iterator[tuple[
         for piece in provider.stream(_messages(prepared)):
             written += piece
             complete = written.rfind("\n") + 1
+            # A code block is held back whole until it is closed and judged.
+            fence = open_fence_at(written[:complete])
+            if fence is not None:
+                complete = min(complete, fence)
             if complete > shown:
                 reason = refusal(prepared, written[:complete])
                 if reason is not None:

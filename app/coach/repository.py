@@ -74,21 +74,13 @@ def failed_attempts(session: Session, *, submission: Submission) -> int:
     return sum(1 for result in rows if (result or {}).get("status") == "fail")
 
 
-def failures_per_check(session: Session, *, submission: Submission) -> dict[str, int]:
-    """For each check: in how many of the learner's graded submissions of this exercise, up to
-    this one, it failed (escalation is per check, not per exercise)."""
-    counts: dict[str, int] = {}
-    for result in _graded_results(session, submission):
-        for check in (result or {}).get("checks") or []:
-            if check.get("status") == "fail":
-                counts[str(check["id"])] = counts.get(str(check["id"]), 0) + 1
-    return counts
-
-
-def asked_about(session: Session, *, submission_id: uuid.UUID) -> list[str | None]:
-    """The check each earlier question about this submission was about (None: none clicked)."""
-    return list(
-        session.scalars(
-            select(CoachExchange.check_id).where(CoachExchange.submission_id == submission_id)
+def asked_about(session: Session, *, submission_id: uuid.UUID) -> list[str]:
+    """The failed check each earlier question about a failure of this submission was about (a
+    concept or a line question is about none and is left out)."""
+    return [
+        check
+        for check in session.scalars(
+            select(CoachExchange.about_check).where(CoachExchange.submission_id == submission_id)
         )
-    )
+        if check is not None
+    ]

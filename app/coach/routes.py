@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.admission import inside_slot, outside_slot
+from app.admission import slot_of
 from app.auth.deps import CurrentInstructor, CurrentLearner
-from app.coach import replies, service, struggles
+from app.coach import execution, service, struggles
 from app.coach.asking import ASKING, Ticket
 from app.coach.llm import ChatProvider
 from app.coach.schemas import (
@@ -84,7 +85,7 @@ SessionFactoryDep = Annotated[SessionFactory, Depends(coach_sessions)]
         **error_responses(401, 403, 404, 422, 429, 503),
     },
 )
-def ask_coach(
+async def ask_coach(
     request: Request,
     session: SessionDep,
     sessions: SessionFactoryDep,
@@ -101,55 +102,59 @@ def ask_coach(
     it never writes the solution. Hints escalate per check (a nudge, then a pointer, then a fix
     of your own line) with each failed submission and each time you ask again about that check.
     The answer is in the language of the question when it is en, tr or pt-BR (else the page's,
-    `?locale=`), named by `Content-Language`.
+    `?locale=`), named by `Content-Language`. A model that is slow or busy never keeps the answer
+    waiting past its deadline: the built-in coach answers instead.
     """
     settings = request.app.state.settings
     # Counted as asked until answered (the hourly limit is atomic); the stream closes its own.
     ticket: Ticket | None = ASKING.begin(learner.id)
     try:
-        prepared = service.prepare(
-            session,
-            user_id=learner.id,
-            body=body,
-            locale=locale,
-            settings=settings,
-            in_flight=ticket.earlier if ticket else 0,
-        )
+
+        def prepare() -> service.Prepared:
+            prepared = service.prepare(
+                session,
+                user_id=learner.id,
+                body=body,
+                locale=locale,
+                settings=settings,
+                in_flight=ticket.earlier if ticket else 0,
+            )
+            # Nothing of the request's transaction or connection is held while the model
+            # answers (on SQLite every transaction holds the write lock). What the answer needs
+            # is in `prepared` (plain data); it is stored afterwards in a transaction of its own.
+            session.commit()  # the connection goes back to the pool
+            return prepared
+
+        prepared = await run_in_threadpool(prepare)
         provider = service.provider_from(settings)
-        # Nothing of the request's transaction or connection is held while the model answers:
-        # on SQLite every transaction holds the write lock (BEGIN IMMEDIATE), so one slow answer
-        # would stall every other learner's writes. What the answer needs is in `prepared`
-        # (plain data); it is stored afterwards in a short transaction of its own.
-        session.commit()  # ends the transaction: the connection goes back to the pool
         headers = {"Content-Language": prepared.locale, "Cache-Control": "no-store"}
+        slot_of(request).release()  # nor an admission slot held: others use it meanwhile
         if accept and EVENT_STREAM in accept:
             headers["X-Accel-Buffering"] = "no"
             stream = _events(request, sessions, learner.id, prepared, provider, ticket)
             ticket = None
             return StreamingResponse(stream, media_type=EVENT_STREAM, headers=headers)
-        with outside_slot(request):  # nor an admission slot held: others use it meanwhile
-            reply = replies.answer(prepared, provider)
-        with sessions() as own:  # stored (committed) before the ticket closes
-            service.record(own, user_id=learner.id, prepared=prepared, reply=reply)
+        reply = await execution.answer(settings, prepared, provider)
+        await execution.record(request, sessions, learner.id, prepared, reply)
         return JSONResponse(reply.public().model_dump(mode="json"), headers=headers)
     finally:
         if ticket is not None:
             ticket.done()
 
 
-def _events(
+async def _events(
     request: Request,
     sessions: SessionFactory,
     user_id: uuid.UUID,
     prepared: service.Prepared,
     provider: ChatProvider | None,
     ticket: Ticket | None,
-) -> Iterator[str]:
+) -> AsyncIterator[str]:
+    settings = request.app.state.settings
     try:
-        for kind, payload in replies.stream(prepared, provider):
-            if kind == "done":  # the response started: its slot went back; take one
-                with inside_slot(request), sessions() as own:
-                    service.record(own, user_id=user_id, prepared=prepared, reply=payload)
+        async for kind, payload in execution.events(settings, prepared, provider):
+            if kind == "done":  # stored (committed) before the ticket closes
+                await execution.record(request, sessions, user_id, prepared, payload)
                 data: dict[str, Any] = payload.public().model_dump(mode="json")
             else:
                 data = {"text": payload} if kind == "delta" else {}

@@ -14,6 +14,8 @@ from app.submissions.schemas import EXERCISE_ID_PATTERN
 MAX_QUESTION_CHARS = 2000
 CHECK_ID_PATTERN = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
 Provider = Literal["builtin", "llm"]
+# What the result page's buttons ask: the server acts on it and never re-reads the button's text.
+AskIntent = Literal["why_failed", "hint", "still_stuck"]
 
 
 class CoachQuestion(BaseModel):
@@ -33,7 +35,13 @@ class CoachQuestion(BaseModel):
         },
     )
 
-    question: str = Field(min_length=1, max_length=MAX_QUESTION_CHARS, pattern=r"\S")
+    question: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        pattern=r"\S",
+        description="What the learner typed. May be left out when `intent` is given (a button).",
+    )
     lesson_id: str = Field(pattern=SLUG_PATTERN, max_length=64, examples=["ddp-fundamentals"])
     step_id: str | None = Field(None, pattern=SLUG_PATTERN, max_length=64, examples=["set-epoch"])
     exercise: str | None = Field(
@@ -50,11 +58,23 @@ class CoachQuestion(BaseModel):
         '"Why did this fail?" button); kept for the instructors\' view. Needs `submission_id`.',
         examples=["sampler.set_epoch"],
     )
+    intent: AskIntent | None = Field(
+        None,
+        description="What a button of the result page asks about `check_id`: `why_failed` (why "
+        "did this check fail), `hint` (a hint on it) or `still_stuck` (asked before, still "
+        "stuck: the next level). Given, the question's text is not classified. Needs "
+        "`submission_id`.",
+        examples=["why_failed"],
+    )
 
     @model_validator(mode="after")
     def _check_needs_a_submission(self) -> CoachQuestion:
         if self.check_id is not None and self.submission_id is None:
             raise ValueError("check_id names a check of a submission: send submission_id too")
+        if self.intent is not None and self.submission_id is None:
+            raise ValueError("intent asks about a submission: send submission_id too")
+        if self.question is None and self.intent is None:
+            raise ValueError("send the question, or the intent of the button that asks")
         return self
 
 

@@ -18,8 +18,8 @@ from app.coach.builtin import N_, Answer, BuiltinCoach
 from app.coach.evidence import RunEvidence, gather
 from app.coach.guard import SolutionGuard
 from app.coach.index import StepHit, StepIndex, get_index
-from app.coach.intent import Intent, classify
-from app.coach.language import detect
+from app.coach.intent import ABOUT_A_CHECK, Intent, classify, from_button
+from app.coach.language import detect, fold
 from app.coach.levels import Level, asks_about, level_for
 from app.coach.llm import ChatProvider
 from app.coach.models import CoachExchange
@@ -34,6 +34,14 @@ from grader.contract import Result
 
 RATE_WINDOW = timedelta(hours=1)
 MAX_RETRIEVED_STEPS = 4
+
+
+# What each button of the result page asks, kept in the history when it sends no text.
+BUTTON_QUESTIONS = {
+    "why_failed": N_("Why did this fail?"),
+    "hint": N_("A hint on this check, please."),
+    "still_stuck": N_("I am still stuck on this check."),
+}
 
 
 # The languages' names, in the language of the answer (a locale missing here: its own name).
@@ -62,6 +70,9 @@ class Prepared:
     failed_checks: list[dict[str, str]] = field(default_factory=list)
     intent: Intent = field(default_factory=lambda: Intent("other"))
     focus: str | None = None  # the failed check the answer leads with
+    question: str = ""  # what was asked: the typed text, or the button's question
+    about_check: str | None = None  # the failed check a question about a failure was about
+    other_guards: list[SolutionGuard] = field(default_factory=list)  # no exercise: all of them
 
 
 def provider_from(settings: Settings) -> ChatProvider | None:
@@ -201,6 +212,18 @@ def prepare(
     return _gather(session, body, locale, exercise_id, submission)
 
 
+def _understood(body: CoachQuestion, page_locale: str) -> tuple[str, str, Intent]:
+    """The question's text, the answer's locale and what is asked: a button says what it asks
+    (its text is not re-read); typed text is classified in the language it is written in."""
+    if body.intent is not None:
+        question = body.question or translate(page_locale, BUTTON_QUESTIONS[body.intent])
+        return question, page_locale, from_button(body.intent)
+    question = body.question or ""
+    written_in = detect(question)
+    locale = written_in if written_in in SUPPORTED_LOCALES else page_locale
+    return question, locale, classify(question, written_in)
+
+
 def _gather(
     session: Session,
     body: CoachQuestion,
@@ -208,9 +231,7 @@ def _gather(
     exercise_id: str | None,
     submission: Submission | None,
 ) -> Prepared:
-    written_in = detect(body.question)
-    locale = written_in if written_in in SUPPORTED_LOCALES else page_locale
-    intent = classify(body.question)
+    question, locale, intent = _understood(body, page_locale)
     index = get_index()
     coach = BuiltinCoach(index, locale)
     info = None
@@ -222,10 +243,13 @@ def _gather(
     run = None
     code = submission.code if submission is not None else None
     failed = _failed_checks(submission)
-    focus = _focus(body.check_id, failed)
+    named = body.check_id or _named_check(question, submission)
+    focus = _focus(named, failed)
+    about_check = None
     if submission is not None and submission.result is not None and info is not None:
         source = content.get_catalog().lessons[body.lesson_id]
         exercise = next(item for item in source.lesson.exercises if item.id == info.slug)
+        levels, asked = _levels(session, submission, failed, focus, intent)
         run = gather(
             exercise_id=info.id,
             exercise=exercise,
@@ -233,27 +257,32 @@ def _gather(
             result=Result.model_validate(submission.result),
             failed_attempts=repository.failed_attempts(session, submission=submission),
             locale=locale,
-            levels=_levels(session, submission, failed, focus, intent),
+            levels=levels,
+            asked=asked,
         )
+        if intent.kind in ABOUT_A_CHECK and (named is None or named == focus):
+            about_check = focus
     if run is not None:
-        builtin = coach.about_run(run, intent, body.question, focus)
+        builtin = coach.about_run(run, intent, question, focus, asked_check=named)
     elif submission is not None:
-        builtin = coach.answer_question(intent, body.question, body.lesson_id)
+        builtin = coach.answer_question(intent, question, body.lesson_id)
         pending = coach.t(
             N_("This submission is still being graded: ask again when its result is in.")
         )
         builtin.markdown = f"{pending}\n\n{builtin.markdown}"
     else:
-        builtin = coach.answer_question(intent, body.question, body.lesson_id)
+        builtin = coach.answer_question(intent, question, body.lesson_id)
     if locale != page_locale:
         builtin.markdown = f"{_language_note(locale, page_locale)}\n\n{builtin.markdown}"
-    steps = _steps_for_model(index, body, locale, run, focus, builtin)
+    steps = _steps_for_model(index, body.lesson_id, question, locale, run, focus, builtin)
     public = public_text(index, locale, info)
     guard = (
         SolutionGuard.for_exercise(info.solution_path, info.starter_code, code or "", public)
         if info is not None
         else None
     )
+    # Asked without an exercise: the answer is judged against every exercise's solution.
+    others = [] if info is not None else course_guards(locale)
     return Prepared(
         body=body,
         locale=locale,
@@ -266,11 +295,26 @@ def _gather(
         failed_checks=failed,
         intent=intent,
         focus=focus,
+        question=question,
+        about_check=about_check,
+        other_guards=others,
     )
 
 
+def _named_check(question: str, submission: Submission | None) -> str | None:
+    """A check of the submission's run that the typed question names by its id or its title."""
+    checks = ((submission.result if submission is not None else None) or {}).get("checks") or []
+    folded = fold(question)
+    for check in checks:
+        check_id = str(check.get("id") or "")
+        title = fold(str(check.get("title") or ""))
+        if (check_id and check_id in folded) or (len(title) > 12 and title in folded):
+            return check_id
+    return None
+
+
 def _focus(check_id: str | None, failed: list[dict[str, str]]) -> str | None:
-    """The check the answer leads with: the clicked one if it failed, else the first failed."""
+    """The check the answer leads with: the asked one if it failed, else the first failed."""
     ids = [check["id"] for check in failed]
     if check_id in ids:
         return check_id
@@ -283,22 +327,23 @@ def _levels(
     failed: list[dict[str, str]],
     focus: str | None,
     intent: Intent,
-) -> dict[str, Level]:
-    """Each failed check's level: its failures over the learner's submissions, and for the
-    check asked about, the earlier questions about it on this submission."""
-    failures = repository.failures_per_check(session, submission=submission)
+) -> tuple[dict[str, Level], dict[str, int]]:
+    """Each failed check's level and how often it was asked about before, on this submission;
+    a question about a failure of the focused check moves that check on (app/coach/levels.py)."""
     asked = repository.asked_about(session, submission_id=submission.id)
-    first = failed[0]["id"] if failed else None
     levels = {}
+    counts = {}
     for check in failed:
         check_id = check["id"]
-        is_focus = check_id == focus
+        before = asks_about(asked, check_id)
+        counts[check_id] = before
+        moves = check_id == focus and intent.kind in ABOUT_A_CHECK
         levels[check_id] = level_for(
-            failures.get(check_id, 1),
-            asks_about(asked, check_id, first) if is_focus else 0,
-            wants_answer=is_focus and intent.kind == "give_answer",
+            before if moves else max(before - 1, 0),
+            still_stuck=moves and intent.kind == "still_stuck",
+            wants_answer=moves and intent.kind == "give_answer",
         )
-    return levels
+    return levels, counts
 
 
 def _language_note(locale: str, page_locale: str) -> str:
@@ -312,7 +357,8 @@ def _language_note(locale: str, page_locale: str) -> str:
 
 def _steps_for_model(
     index: StepIndex,
-    body: CoachQuestion,
+    lesson_id: str,
+    question: str,
     locale: str,
     run: RunEvidence | None,
     focus: str | None,
@@ -320,14 +366,14 @@ def _steps_for_model(
 ) -> list[StepHit]:
     """The steps the model may cite: the failed check's own step first, with its text, then the
     built-in answer's sources and the best hits of the question, each with its text."""
-    by_id = {hit.step_id: hit for hit in index.steps_of(body.lesson_id, locale)}
+    by_id = {hit.step_id: hit for hit in index.steps_of(lesson_id, locale)}
     ordered: list[StepHit] = []
     if run is not None:
         check = next((item for item in run.failed if item.id == focus), None)
         if check is not None and check.levels is not None and check.levels.step in by_id:
             ordered.append(by_id[check.levels.step])
     ordered += [by_id[source.step_id] for source in builtin.sources if source.step_id in by_id]
-    ordered += index.search(body.question, locale, lesson_id=body.lesson_id, limit=3)
+    ordered += index.search(question, locale, lesson_id=lesson_id, limit=3)
     unique: dict[tuple[str, str], StepHit] = {}
     for hit in ordered:
         unique.setdefault((hit.lesson_id, hit.step_id), hit)
@@ -335,6 +381,32 @@ def _steps_for_model(
         replace(hit, excerpt=index.text_of(hit.lesson_id, hit.step_id, locale))
         for hit in list(unique.values())[:MAX_RETRIEVED_STEPS]
     ]
+
+
+_COURSE_GUARDS: dict[tuple[int, str], list[SolutionGuard]] = {}
+
+
+def course_guards(locale: str) -> list[SolutionGuard]:
+    """A guard for every exercise of the course (its solution against what is public), built
+    once per catalog and locale."""
+    catalog = content.get_catalog()
+    key = (id(catalog), locale)
+    if key not in _COURSE_GUARDS:
+        index = get_index()
+        guards = []
+        for loaded in catalog.ordered:
+            for exercise in loaded.lesson.exercises:
+                info = content.get_exercise(f"{loaded.id}/{exercise.id}")
+                public = public_text(index, locale, info)
+                guard = SolutionGuard.for_exercise(
+                    info.solution_path, info.starter_code, "", public
+                )
+                if guard is not None:
+                    guards.append(guard)
+        for stale in [old for old in _COURSE_GUARDS if old[0] != key[0]]:
+            del _COURSE_GUARDS[stale]  # an older catalog's
+        _COURSE_GUARDS[key] = guards
+    return _COURSE_GUARDS[key]
 
 
 def public_text(index: StepIndex, locale: str, info: content.ExerciseInfo | None) -> str:
@@ -380,8 +452,9 @@ def record(
             if any(check["id"] == body.check_id for check in prepared.failed_checks)
             else None,
             failed_checks=prepared.failed_checks,
+            about_check=prepared.about_check,
             locale=prepared.locale,
-            question=body.question,
+            question=prepared.question,
             answer=reply.answer,
             sources=[source.model_dump() for source in reply.sources],
             provider=reply.provider,

@@ -1,6 +1,6 @@
 """`python -m app.content validate | schema | new-exercise | check-exercise`: check the lesson
 files (and list stale translations), export the JSON Schema, scaffold an exercise, grade an
-exercise's solution and starter."""
+exercise's solution, starter and ablations."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from app.config import get_settings
-from app.content import authoring, staleness
+from app.content import authoring, staleness, starters
 from app.content.loader import Catalog, display_path, load_catalog
 from app.content.schemas import json_schema
 
@@ -56,7 +56,15 @@ def _update_stamps(catalog: Catalog, accept: frozenset[str]) -> None:
     for loaded in catalog.ordered:
         prefix = f"{loaded.id}:"
         mine = frozenset(item[len(prefix) :] for item in accept if item.startswith(prefix))
-        stamps = staleness.updated(loaded.lesson, staleness.read(loaded.directory), mine)
+        old = staleness.read(loaded.directory)
+        stamps = staleness.updated(loaded.lesson, old, mine)
+        for exercise in loaded.lesson.exercises:  # the translated starters (starters.py)
+            path = starters.field_path(exercise.id)
+            found = starters.read_translations(loaded.exercise_dir(exercise.id))
+            english = loaded.starter_code[exercise.id]
+            stamp = starters.updated_stamps(old, exercise.id, english, found, path in mine)
+            if stamp:
+                stamps[path] = stamp
         if staleness.write(loaded.directory, stamps):
             print(f"{display_path(loaded.directory / staleness.SIDECAR)}: updated", file=sys.stderr)
 

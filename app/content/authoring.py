@@ -1,6 +1,7 @@
 """Authoring commands: `new-exercise LESSON ID` scaffolds an exercise (its entry in
 lesson.yaml, a starter and a solution) and `check-exercise ID` grades its solution (must pass)
-and its starter (must fail), and lists the texts each language still lacks. docs/authoring.md
+and its starter (must fail) and each ablation (must fail with its check), and lists the texts
+each language still lacks. docs/authoring.md
 walks an author through both.
 
 Grading goes through the app's grading seam (`app.submissions.backends.real_grade`, what the
@@ -17,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from app.content import staleness
+from app.content.ablations import EditDoesNotApply, ablated, graded_spec
 from app.content.loader import (
     LESSON_FILE,
     LoadedLesson,
@@ -26,7 +28,7 @@ from app.content.loader import (
     parse_model,
 )
 from app.content.schemas import SLUG_PATTERN, Lesson
-from grader.contract import Job, Result
+from grader.contract import ExerciseSpec, Job, Result
 from grader.i18n import LOCALES as SUPPORTED_LOCALES
 
 COMMANDS = ("new-exercise", "check-exercise")
@@ -107,7 +109,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     new.add_argument("id", help="the exercise id inside the lesson, e.g. all-gather")
     new.add_argument("--lessons-dir", type=Path, default=None)
     check = sub.add_parser(
-        "check-exercise", help="grade the solution (must pass) and the starter (must fail)"
+        "check-exercise",
+        help="grade the solution (must pass), the starter and the ablations (must fail)",
     )
     check.add_argument("id", help="the full exercise id, e.g. ddp-fundamentals/all-gather")
     check.add_argument("--lessons-dir", type=Path, default=None)
@@ -188,15 +191,14 @@ def _find(lessons_dir: Path, exercise_id: str) -> tuple[LoadedLesson, str, list[
     return loaded, slug, problems
 
 
-def _grade(loaded: LoadedLesson, slug: str, file: str) -> Result:
+def _grade(loaded: LoadedLesson, slug: str, code: str, spec: ExerciseSpec | None = None) -> Result:
     from app.submissions.backends import real_grade  # the grading seam the app's backend uses
 
     exercise = next(item for item in loaded.lesson.exercises if item.id == slug)
-    code = (loaded.exercise_dir(slug) / file).read_text(encoding="utf-8")
     job = Job(
         exercise=f"{loaded.id}/{slug}",
         code=code,
-        spec=exercise.grading,
+        spec=spec or exercise.grading,
         submission_id=f"check-exercise-{uuid.uuid4().hex[:8]}",
     )
     return real_grade(job)
@@ -235,7 +237,8 @@ def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
     status = 0
     for file, wanted in (("solution.py", "pass"), ("starter.py", "fail")):
         print(f"{exercise_id}: grading {file} ...", flush=True)
-        result = _grade(loaded, slug, file)
+        code = (loaded.exercise_dir(slug) / file).read_text(encoding="utf-8")
+        result = _grade(loaded, slug, code)
         if result.status == "error":
             print(f"  the grader failed (not the program): {result.error}")
             return 3
@@ -245,6 +248,10 @@ def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
         ok = result.status == wanted
         print(f"  {verdict}: {'as it must' if ok else f'it must {wanted}'}")
         status = status or (0 if ok else 1)
+    ablations = check_ablations(loaded, slug, exercise_id)
+    if ablations == 3:
+        return 3
+    status = status or ablations
     for locale, paths in missing_texts(loaded, slug).items():
         print(f"{exercise_id}: texts missing in {locale}: {len(paths) or 'none'}")
         for path in paths:
@@ -254,3 +261,33 @@ def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
         for problem in problems:
             print(f"  {problem}")
     return status or (1 if problems else 0)
+
+
+def check_ablations(loaded: LoadedLesson, slug: str, exercise_id: str) -> int:
+    """Grade each ablation of the exercise (the solution with its edits, at its launch): each
+    must fail with its named check. 0: all did; 1: one did not (or does not apply); 3: the
+    grader itself failed."""
+    exercise = next(item for item in loaded.lesson.exercises if item.id == slug)
+    solution = (loaded.exercise_dir(slug) / "solution.py").read_text(encoding="utf-8")
+    status = 0
+    for ablation in exercise.ablations:
+        where = "" if ablation.launch is None else f" at launch {ablation.launch}"
+        print(f"{exercise_id}: grading ablation {ablation.id}{where} ...", flush=True)
+        try:
+            code = ablated(solution, ablation)
+        except (EditDoesNotApply, ValueError) as exc:
+            print(f"  does not apply: {exc}")
+            status = 1
+            continue
+        result = _grade(loaded, slug, code, graded_spec(exercise.grading, ablation))
+        if result.status == "error":
+            print(f"  the grader failed (not the program): {result.error}")
+            return 3
+        caught = any(c.id == ablation.fails and c.status == "fail" for c in result.checks)
+        verdict = f"{result.status} (failed checks: {_failed(result)})"
+        if result.status == "fail" and caught:
+            print(f"  {verdict}: {ablation.fails} caught it, as it must")
+        else:
+            print(f"  {verdict}: it must fail {ablation.fails}")
+            status = 1
+    return status

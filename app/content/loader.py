@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from app.content import staleness
+from app.content import staleness, starters
+from app.content.ablations import ablation_issues
+from app.content.conceptcheck import concept_issues
 from app.content.hintcheck import hint_level_issues
 from app.content.schemas import Course, Lesson, Text
 from app.content.yamlio import YamlProblem, format_loc, line_of, read_yaml, to_plain
@@ -54,6 +56,9 @@ class LoadedLesson:
     starter_code: dict[str, str] = field(default_factory=dict)
     # locale -> field paths whose translation is stale (app/content/staleness.py)
     stale: dict[str, frozenset[str]] = field(default_factory=dict)
+    # exercise id -> locale -> the starter with its comments translated, where one is current
+    # (app/content/starters.py); any other locale gets the English starter
+    starter_translations: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -173,9 +178,15 @@ def check_lesson(lesson: Lesson, tree: Any, file: Path, slug: str) -> list[Probl
     problems += _duplicates(file, tree, lesson.exercises, ("exercises",))
     problems += _sequence_problems(file, tree, lesson)
     step_ids = {step.id for step in lesson.steps}
+    problems += _duplicates(file, tree, lesson.concepts, ("concepts",))
+    for index, concept in enumerate(lesson.concepts):
+        for issue in concept_issues(index, concept, step_ids):
+            line = line_of(tree, issue.loc)
+            problems.append(Problem(file, line, format_loc(issue.loc), issue.text, issue.warning))
     for index, exercise in enumerate(lesson.exercises):
         folder = file.parent / "exercises" / exercise.id
-        for issue in hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder)):
+        issues = hint_level_issues(index, exercise, step_ids, folder, _read_starter(folder))
+        for issue in issues + ablation_issues(index, exercise, folder):
             line = line_of(tree, issue.loc)
             problems.append(Problem(file, line, format_loc(issue.loc), issue.text, issue.warning))
         for name, role in (("starter.py", "starter"), ("solution.py", "solution")):
@@ -259,7 +270,7 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
     problems = check_lesson(lesson, tree, file, match["slug"])
     if any(not problem.warning for problem in problems):
         return None, problems
-    starters = {}
+    starter_code = {}
     for exercise in lesson.exercises:
         code = _read_starter(directory / "exercises" / exercise.id)
         if code is None:
@@ -267,9 +278,25 @@ def load_lesson(directory: Path) -> tuple[LoadedLesson | None, list[Problem]]:
             return None, [
                 Problem(file, None, "exercises", f"{folder}/starter.py is unreadable or too large")
             ]
-        starters[exercise.id] = code
-    stale = staleness.stale_fields(lesson, staleness.read(directory))
-    loaded = LoadedLesson(lesson, int(match["number"]), directory, file, starters, stale)
+        starter_code[exercise.id] = code
+    stamps = staleness.read(directory)
+    stale = {locale: set(paths) for locale, paths in staleness.stale_fields(lesson, stamps).items()}
+    translated: dict[str, dict[str, str]] = {}
+    for exercise in lesson.exercises:
+        found = starters.read_translations(directory / "exercises" / exercise.id)
+        english = starter_code[exercise.id]
+        translated[exercise.id] = starters.usable(stamps, exercise.id, english, found)
+        for locale in set(found) - set(translated[exercise.id]):  # stale, or its code differs
+            stale.setdefault(locale, set()).add(starters.field_path(exercise.id))
+    loaded = LoadedLesson(
+        lesson,
+        int(match["number"]),
+        directory,
+        file,
+        starter_code,
+        {locale: frozenset(paths) for locale, paths in stale.items()},
+        translated,
+    )
     return loaded, problems  # warnings only
 
 

@@ -45,6 +45,10 @@ class LocalizedExercise(BaseModel):
     prompt: str = Field(description="Markdown")
     prompt_html: str
     starter_code: str
+    starter_fallback: bool = Field(
+        default=False,
+        description="The starter's comments are in English: no current translation in the locale",
+    )
 
 
 class LocalizedCard(BaseModel):
@@ -155,6 +159,10 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
     for exercise in lesson.exercises:
         title = tr(exercise.title, f"exercises.{exercise.id}.title")
         prompt = tr(exercise.prompt, f"exercises.{exercise.id}.prompt")
+        # The starter's comments in the learner's language, where a current translation exists.
+        translated = loaded.starter_translations.get(exercise.id, {}).get(locale)
+        starter = translated or loaded.starter_code[exercise.id]
+        fallback = locale != "en" and translated is None  # the exercise says so, not the lesson
         exercises.append(
             LocalizedExercise(
                 id=f"{lesson.id}/{exercise.id}",
@@ -162,7 +170,8 @@ def localize_lesson(loaded: LoadedLesson, locale: str) -> LocalizedLesson:
                 title=title,
                 prompt=prompt,
                 prompt_html=render_markdown(prompt),
-                starter_code=loaded.starter_code[exercise.id],
+                starter_code=starter,
+                starter_fallback=fallback,
             )
         )
     localized = LocalizedLesson(

@@ -124,6 +124,30 @@ class HintLevels(_Strict):
     )
 
 
+class Edit(_Strict):
+    """One text replacement in the solution: `find` must occur exactly once in it (checked by
+    `validate`, after the edits before it)."""
+
+    find: str = Field(min_length=1, description="Text of solution.py; must occur exactly once")
+    replace: str = Field(description="What replaces it (may be empty)")
+
+
+class Ablation(_Strict):
+    """An essential of a right answer, stated by breaking it: the solution with `edits` applied
+    must fail, with the check `fails` among the failed ones (docs/authoring.md, "Ablations")."""
+
+    id: Slug
+    what: str = Field(min_length=1, description="Plain English, for authors (not learner-facing)")
+    edits: list[Edit] = Field(min_length=1, description="Applied in order to solution.py")
+    fails: str = Field(description="The check id that must fail")
+    launch: int | None = Field(
+        None,
+        ge=0,
+        description="Grade only this launch (an index into the exercise's launches: one per "
+        "world size in `grading.launch.world_sizes`, then the multi-node one); default: all",
+    )
+
+
 class Exercise(_Strict):
     """A graded exercise; starter.py and solution.py live in exercises/<id>/ next to the lesson."""
 
@@ -133,6 +157,8 @@ class Exercise(_Strict):
     grading: ExerciseSpec
     # The coach's levelled hints per check id (the check must be in `grading.checks`).
     hint_levels: dict[str, HintLevels] = Field(default_factory=dict)
+    # Named edits of the solution that must fail, each with the check that must catch it.
+    ablations: list[Ablation] = Field(default_factory=list)
 
     @field_validator("hint_levels")
     @classmethod
@@ -149,6 +175,50 @@ class Exercise(_Strict):
                 "fix the check id or add the check"
             )
         return levels
+
+    @field_validator("ablations")
+    @classmethod
+    def _ablations_name_graded_checks(
+        cls, ablations: list[Ablation], info: ValidationInfo
+    ) -> list[Ablation]:
+        grading: ExerciseSpec | None = info.data.get("grading")
+        if grading is None:  # reported already
+            return ablations
+        problems = []
+        seen: set[str] = set()
+        for ablation in ablations:
+            if ablation.id in seen:
+                problems.append(f"the ablation id {ablation.id!r} is used twice")
+            seen.add(ablation.id)
+            if ablation.fails not in grading.checks:
+                problems.append(
+                    f"ablation {ablation.id!r} names the check {ablation.fails!r}, which is not "
+                    "in `grading.checks`"
+                )
+            if ablation.launch is not None and ablation.launch >= grading.launch_count():
+                problems.append(
+                    f"ablation {ablation.id!r} names launch {ablation.launch}; the exercise "
+                    f"makes {grading.launch_count()} (0 to {grading.launch_count() - 1})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return ablations
+
+
+class Concept(_Strict):
+    """An idea the coach explains when a learner asks about it: the words that name it in each
+    language, a short answer written for the coach (2 to 5 sentences that explain, not an
+    excerpt of a step), and the steps of this lesson that teach it (checked by
+    app/content/conceptcheck.py)."""
+
+    id: Slug
+    terms: dict[str, list[str]] = Field(
+        description="Per locale (en, tr, pt-BR), the words learners use for it: the glossary's "
+        "term first, then other names and API names"
+    )
+    answer: Text = Field(description="2 to 5 sentences, Markdown, in every locale")
+    steps: list[Slug] = Field(min_length=1, description="The steps of this lesson that teach it")
+    check: Text | None = Field(None, description="Optional: a question to check yourself")
 
 
 CardKind = Literal["step", "question", "exercise"]
@@ -186,6 +256,9 @@ class Lesson(_Strict):
     steps: list[Step] = Field(min_length=1, max_length=40)
     quiz: list[QuizQuestion] = Field(default_factory=list)
     exercises: list[Exercise] = Field(default_factory=list)
+    concepts: list[Concept] = Field(
+        default_factory=list, description="What the coach explains when asked (a concept each)"
+    )
     sequence: list[SequenceItem] | None = Field(
         None,
         description="The order the learner meets the cards in: steps, questions and exercises "

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from app.analytics import rollups
 from app.content import service as content
 from app.content.loader import Catalog
 from app.db import as_utc
+from app.domain_events import Event, Kind, record
 from app.learning import repository
 from app.learning.merge import (
     LessonState,
@@ -183,18 +183,10 @@ def _store_and_merge(
     for client_id in new_ids:
         event = accepted[client_id]
         by_lesson[event.lesson_id].append(event)
+    lesson_days = {(e.lesson_id, as_utc(e.at).date()) for e in map(accepted.get, new_ids) if e}
+    record(session, [Event(Kind.PROGRESS, user_id, lesson, day) for lesson, day in lesson_days])
     cursor = repository.lock_cursor(session, user_id)
     _merge_into_lessons(session, cursor, user_id, by_lesson, now)
-    # Under the cursor's lock: one learner's rollups are recomputed one batch at a time.
-    rollups.refresh_events(
-        session,
-        user_id,
-        {
-            (event.lesson_id, as_utc(event.at).date())
-            for event in (accepted[client_id] for client_id in new_ids)
-            if event.type in rollups.EVENT_TYPES
-        },
-    )
     return rejected, cursor.version
 
 

@@ -82,6 +82,19 @@ class DraftConflict(SubmissionError):
         "saved. Choose which version to keep, then save again."
     )
 
+    def __init__(self, *, stored: Any = None, code: str | None = None) -> None:
+        """`stored`: the draft as saved now (a Draft); `code`: the version that was sent. Both
+        go in the answer (`stored`, `sent`), so the editor can offer either."""
+        super().__init__()
+        if stored is not None:
+            self.extra = {
+                "stored": {
+                    "code": stored.code,
+                    "updated_at": stored.updated_at.isoformat(),
+                },
+                "sent": {"code": code},
+            }
+
 
 class DraftNotFound(SubmissionError):
     status_code = 404

@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.analytics import rollups
 from app.db import as_utc, utcnow
+from app.domain_events import Event, Kind, record
 from app.submissions import repository as repo
 from app.submissions.exercises import SpecLookup
 from app.submissions.models import DONE, ERROR, QUEUED, RUNNING, Submission
@@ -149,11 +149,8 @@ def complete(
         != 1
     ):
         return False
-    # The analytics rollups of the learner's day, recomputed under their lock (one at a time).
-    repo.lock_learner(session, user_id=submission.user_id)
-    rollups.refresh_attempts(
-        session, submission.user_id, submission.exercise, as_utc(submission.created_at).date()
-    )
+    day = as_utc(submission.created_at).date()
+    record(session, [Event(Kind.SUBMISSION, submission.user_id, submission.exercise, day)])
     repo.add_event(
         session,
         submission_id=submission_id,

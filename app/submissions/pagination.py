@@ -30,6 +30,10 @@ def decode(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         when, _, ident = raw.partition("|")
-        return datetime.fromisoformat(when), uuid.UUID(hex=ident)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        moment = datetime.fromisoformat(when)
+        aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        # In UTC, as the database compares it: a crafted offset at the calendar's very ends
+        # (9999-12-31T23:59:59-14:00) does not exist there (it was a 500).
+        return aware.astimezone(UTC), uuid.UUID(hex=ident)
+    except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError) as exc:
         raise InvalidCursor() from exc

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
-from app.db import utcnow
+from app.db import as_utc, utcnow
 from app.submissions.models import (
     QUEUED,
     RUNNING,
@@ -45,6 +45,18 @@ def lock_learner(session: Session, *, user_id: uuid.UUID) -> None:
     runs one at a time (PostgreSQL: FOR UPDATE; SQLite: its transactions begin IMMEDIATE, so
     writers are serialised already)."""
     session.execute(select(User.id).where(User.id == user_id).with_for_update())
+
+
+QUEUE_LOCK = 39_016  # the advisory lock that orders submissions into the queue
+
+
+def lock_queue(session: Session) -> None:
+    """Take the queue's turn until the transaction ends, so that a new submission sees every
+    one made before it (committed) and its queue position is unique and increasing (issue 39,
+    N16: concurrent submissions each counted the others as not there). PostgreSQL: an advisory
+    lock; SQLite's writers are serialised already."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(QUEUE_LOCK)))
 
 
 def count_in_flight(session: Session, *, user_id: uuid.UUID) -> int:
@@ -266,6 +278,36 @@ def put_draft(
         draft.updated_at = now or utcnow()
     session.flush()
     return draft
+
+
+def claim_draft(
+    session: Session,
+    *,
+    user_id: uuid.UUID,
+    exercise: str,
+    code: str,
+    base: datetime,
+    tolerance: timedelta,
+) -> bool:
+    """Compare-and-set: whether the stored draft is still the version saved at `base` (or holds
+    `code` already), decided by the database in one conditional UPDATE that also locks the row
+    for the rest of the transaction. A concurrent save from the same base waits on that lock and
+    then finds the row changed (0 rows): it can never overwrite this one unseen."""
+    base = as_utc(base)
+    result = session.execute(
+        update(Draft)
+        .where(
+            Draft.user_id == user_id,
+            Draft.exercise == exercise,
+            or_(
+                Draft.updated_at.between(base - tolerance, base + tolerance),
+                Draft.code == code,
+            ),
+        )
+        .values(code=Draft.code)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0) == 1)
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:

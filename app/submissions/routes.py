@@ -7,12 +7,11 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.auth import service as auth_service
 from app.auth.deps import CurrentAuth, CurrentLearner
-from app.db import SessionDep, SessionFactory, unit_of_work
+from app.db import SessionDep, SessionFactory, after_commit, unit_of_work
 from app.errors import error_responses
 from app.i18n import LocaleDep
 from app.submissions import event_schemas, pagination, service, sse
@@ -68,7 +67,7 @@ def _wake_after_commit(request: Request, session: Session) -> None:
     """Tell the backend once the submission is committed, so a rollback never queues a ghost."""
     backend: GradingBackend | None = getattr(request.app.state, "grading_backend", None)
     if backend is not None:
-        event.listen(session, "after_commit", lambda _session: backend.wake(), once=True)
+        after_commit(session, backend.wake)
 
 
 def _hint_grader(request: Request, exercise: str) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.analytics import rollups
 from app.db import as_utc, utcnow
+from app.domain_events import Event, Kind, record
 from app.submissions import pagination
 from app.submissions import repository as repo
 from app.submissions.errors import (
@@ -66,6 +66,7 @@ def submit(
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
     repo.lock_learner(session, user_id=user_id)  # count and insert as one step
+    repo.lock_queue(session)  # then take a place in the queue after every earlier submission
     if repo.count_in_flight(session, user_id=user_id) >= max_in_flight:
         raise TooManyInFlight(count=max_in_flight)
     submission = Submission(
@@ -76,6 +77,7 @@ def submit(
         idempotency_key=idempotency_key or None,
         status=QUEUED,
         attempts=0,
+        created_at=utcnow(),  # under the queue's lock: after every earlier submission
     )
     try:
         with session.begin_nested():
@@ -87,8 +89,9 @@ def submit(
         if earlier is None:
             raise
         return Submitted(_same_or_conflict(earlier, exercise, code), created=False)
-    # Under the learner's lock, as is every refresh of their analytics rollups.
-    rollups.refresh_attempts(session, user_id, exercise, as_utc(submission.created_at).date())
+    record(
+        session, [Event(Kind.SUBMISSION, user_id, exercise, as_utc(submission.created_at).date())]
+    )
     return Submitted(submission, created=True)
 
 
@@ -177,40 +180,30 @@ def save_draft(
         raise DraftTooLarge(limit_kib=MAX_CODE_BYTES // KIB)
     if spec_for(exercise) is None:
         raise ExerciseNotFound(exercise=exercise)
-    if base_updated_at is not None:
+    if base_updated_at is not None and not repo.claim_draft(
+        session,
+        user_id=user_id,
+        exercise=exercise,
+        code=code,
+        base=base_updated_at,
+        tolerance=DRAFT_TIME_TOLERANCE,
+    ):
         stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
-        if stored is not None and stored.code != code and _changed_since(stored, base_updated_at):
-            raise DraftConflict()
+        if stored is not None:  # changed since the base: both versions go back to the editor
+            raise DraftConflict(stored=stored, code=code)
     stored = repo.get_draft(session, user_id=user_id, exercise=exercise)
     now = utcnow()
     if stored is not None and as_utc(stored.updated_at).date() == now.date():
         return repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now)
-    # A new draft, or its first save of the day: it moves the analytics' "opened" counters.
-    repo.lock_learner(session, user_id=user_id)
-    return rollups.changing_draft(
-        session,
-        user_id,
-        exercise,
-        lambda: repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now),
-    )
-
-
-def _changed_since(draft: Draft, base: datetime) -> bool:
-    """The stored draft is not the version the client edited (1 ms: the JSON round trip)."""
-    stored = draft.updated_at
-    stored = stored if stored.tzinfo else stored.replace(tzinfo=UTC)
-    base = base if base.tzinfo else base.replace(tzinfo=UTC)
-    return abs(stored - base) > DRAFT_TIME_TOLERANCE
+    # A new draft, or its first save of the day: the day it was last saved changes.
+    draft = repo.put_draft(session, user_id=user_id, exercise=exercise, code=code, now=now)
+    record(session, [Event(Kind.DRAFT, user_id, exercise)])
+    return draft
 
 
 def delete_draft(session: Session, *, user_id: uuid.UUID, exercise: str) -> None:
-    repo.lock_learner(session, user_id=user_id)
-    rollups.changing_draft(
-        session,
-        user_id,
-        exercise,
-        lambda: repo.delete_draft(session, user_id=user_id, exercise=exercise),
-    )
+    repo.delete_draft(session, user_id=user_id, exercise=exercise)
+    record(session, [Event(Kind.DRAFT, user_id, exercise)])
 
 
 def queued_job_ids(session: Session, user_id: uuid.UUID) -> list[int]:

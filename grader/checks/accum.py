@@ -219,7 +219,14 @@ def _off_mean(replay: Replay) -> Message | None:
             "not averaged",
             ratio=ratio,
         )
-    if not clipped and ratio > 0 and abs(1 / ratio - round(1 / ratio)) < 0.02 / ratio:
+    # Divided again: a whole factor of 2 or more, never a step a hair larger or smaller than the
+    # mean (that was "1.01× too small" of a step whose norm was larger).
+    if (
+        not clipped
+        and ratio > 0
+        and round(1 / ratio) > 1
+        and abs(1 / ratio - round(1 / ratio)) < 0.02 / ratio
+    ):
         return msg(
             "accum.why_divided",
             "the step was {factor:.3g}× too small: something divided it once more",

@@ -143,33 +143,31 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
         return local
     ref = steps.get(0, {})
     compared = 0
-    for key in sorted(ref):
-        for rank in range(1, run.world_size):
-            other = steps.get(rank, {}).get(key)
-            if other is None:
-                continue
-            compared += 1
-            a = ref[key]
-            if a.digest == other.digest:
-                continue
-            names = next((e.names for (o, n), e in ref.items() if o == key[0] and n == 1), None)
-            where, va, vb = _first_difference(a.sums, other.sums, names or [])
-            if where is None:
-                continue  # equal to float64 precision in every tensor sum: bitwise noise only
-            return failed(
-                msg(
-                    "ddp.params_differ",
-                    "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
-                    "the sum of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on rank 0.",
-                    step=key[1],
-                    rank=rank,
-                    param=where,
-                    other=vb,
-                    ref=va,
-                ),
-                rank=rank,
-                line=_line_of(steps[rank].get((key[0], 1))),
+    for key, rank, a, other in _paired_steps(ref, steps, run.world_size):
+        compared += 1
+        if _same(a, other):
+            continue
+        names = next((e.names for (o, n), e in ref.items() if o == key[0] and n == 1), None)
+        where, va, vb = _first_difference(a.sums, other.sums, names or [])
+        facts = {"step": key[1], "rank": rank, "other": vb, "ref": va}
+        if where is None:  # equal sums (an update that moves values in opposite directions)
+            where, va, vb = _first_difference(a.squares, other.squares, names or [])
+            text = msg(
+                "ddp.params_differ_squares",
+                "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
+                "the sum of squares of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on "
+                "rank 0.",
+                **{**facts, "other": vb, "ref": va, "param": where or ""},
             )
+        else:
+            text = msg(
+                "ddp.params_differ",
+                "After optimizer step {step}, rank {rank}'s parameters differ from rank 0's: "
+                "the sum of '{param}' is {other:.6g} on rank {rank} and {ref:.6g} on rank 0.",
+                **facts,
+                param=where,
+            )
+        return failed(text, rank=rank, line=_line_of(steps[rank].get((key[0], 1))))
     if compared == 0:
         common = msg("ddp.reached_common_step", "the ranks took a step in common")
         if early := run.not_reached(common):
@@ -188,6 +186,52 @@ def ddp_in_sync(run: RunView, params: dict[str, Any]) -> Outcome:
             n=n,
         )
     )
+
+
+def _same(a: Step, b: Step) -> bool:
+    """Equal parameters: the same digest, or the same sum and sum of squares in every tensor to
+    float64 precision (bitwise noise only). The squares see what the sums cannot: an update that
+    moves a tensor's values by opposite amounts (a two-class head under Adam) keeps its sum."""
+    if a.digest == b.digest:
+        return True
+    return (
+        _first_difference(a.sums, b.sums, [])[0] is None
+        and _first_difference(a.squares, b.squares, [])[0] is None
+    )
+
+
+def _paired_steps(
+    ref: dict[tuple[int, int], Step], steps: dict[int, dict[tuple[int, int], Step]], world: int
+) -> list[tuple[tuple[int, int], int, Step, Step]]:
+    """(key, rank, rank 0's step, rank's step) to compare. Ranks that took as many steps as rank
+    0 (per optimizer) are compared step by step. When one took fewer, under `Join` (a rank that
+    ran out of batches takes no step while the others finish the epoch, then DDP copies the
+    final weights to it), its steps are matched in order to the other's: each must equal one of
+    them, the next one after the last match; the first that equals none is paired with the step
+    of the same number, to show the difference."""
+    pairs: list[tuple[tuple[int, int], int, Step, Step]] = []
+    for rank in range(1, world):
+        mine = steps.get(rank, {})
+        for opt in sorted({o for o, _ in ref} | {o for o, _ in mine}):
+            a = [ref[k] for k in sorted(ref) if k[0] == opt]
+            b = [mine[k] for k in sorted(mine) if k[0] == opt]
+            if len(a) == len(b) or not a or not b:
+                pairs += [((opt, x.n), rank, x, y) for x, y in zip(a, b, strict=False)]
+                continue
+            short, long_ = (b, a) if len(b) < len(a) else (a, b)
+            i = 0
+            for step in short:
+                while i < len(long_) and not _same(long_[i], step):
+                    i += 1
+                if i == len(long_):
+                    twin = next((x for x in long_ if x.n == step.n), long_[-1])
+                    x, y = (twin, step) if short is b else (step, twin)
+                    pairs.append(((opt, step.n), rank, x, y))
+                    break
+                x, y = (long_[i], step) if short is b else (step, long_[i])
+                pairs.append(((opt, step.n), rank, x, y))
+                i += 1
+    return sorted(pairs, key=lambda item: (item[0][1], item[1]))
 
 
 def _line_of(step: Step | None) -> int | None:

@@ -188,10 +188,49 @@ def grad_mean(run: RunView, params: dict[str, Any]) -> Outcome:
     )
 
 
+def _bucket_after_backward(
+    run: RunView, plist: OverlapParams, layout: om.Layout, e: OverlapStep, rank: int, cap: int
+) -> Outcome | None:
+    """Every bucket that was complete during backward, as were the buckets before it (buckets go
+    out in order), must be issued before backward returns: not only the first one."""
+    m = om.match(e, layout)
+    if m.bad_bucket is not None:
+        return None  # overlap.buckets says what is wrong with the buckets
+    where = om.positions(e)
+    end = om.backward_end(e)
+    for b, group in enumerate(m.groups):
+        ready = [where["ready"].get(i) for i in layout.buckets[b]]
+        if any(pos is None or pos > end for pos in ready):
+            return None  # this bucket (and so the ones after it) waits for finish() by right
+        issued = where["issued"][group[0]]
+        if issued > end:
+            return failed(
+                msg(
+                    "overlap.bucket_after_backward",
+                    "At step {n}, rank {rank} issued bucket {bucket} ({names}) {where} only after "
+                    "backward() had returned, although all its gradients, and those of the "
+                    "buckets before it, were ready during backward: only the buckets before it "
+                    "overlapped the backward pass. With a cap of {cap:,} bytes there are "
+                    "{buckets} buckets; launch each from the gradient hook as soon as its last "
+                    "gradient is ready.",
+                    n=e.n,
+                    rank=rank,
+                    bucket=b + 1,
+                    names=_names(plist, layout.buckets[b]),
+                    where=run.where(_line(e, group[0])),
+                    cap=cap,
+                    buckets=len(layout.sizes),
+                ),
+                rank=rank,
+                line=_line(e, group[0]),
+            )
+    return None
+
+
 @check(
     "overlap.overlapped",
-    title="All-reduces start during backward and finish before the step",
-    hint="Launch a bucket's all-reduce with async_op=True from a gradient hook as soon as its "
+    title="Every bucket's all-reduce starts during backward and finishes before the step",
+    hint="Launch each bucket's all-reduce with async_op=True from a gradient hook as soon as its "
     "last gradient is ready, keep the handle, and wait on every handle after backward() and "
     "before optimizer.step().",
 )
@@ -274,6 +313,9 @@ def overlapped(run: RunView, params: dict[str, Any]) -> Outcome:
                         rank=rank,
                         line=line,
                     )
+            late_bucket = _bucket_after_backward(run, plist, layout, e, rank, cap)
+            if late_bucket is not None:
+                return late_bucket
             for b, k in enumerate(calls):
                 if not e.calls[k].get("async"):
                     continue
@@ -309,7 +351,8 @@ def overlapped(run: RunView, params: dict[str, Any]) -> Outcome:
     return passed(
         msg(
             "overlap.overlapped_ok",
-            "In each of the {steps} steps followed, every rank launched its first bucket while "
+            "In each of the {steps} steps followed, every rank launched each bucket whose "
+            "gradients were ready during backward before backward returned, the first while "
             "backward was still computing gradients, and waited on every all-reduce before the "
             "optimizer step.",
             steps=n,

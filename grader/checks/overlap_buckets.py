@@ -1,5 +1,6 @@
 """Checks of `data-vs-model-parallelism/overlap-buckets` on the buckets themselves: how many,
-how large, in which order on every rank, and every gradient reduced exactly once (see
+how large, each sent as one all-reduce, in which order on every rank, and every gradient reduced
+exactly once (see
 `grader.checks.overlap` for the module's other checks and `overlap_model` for the arithmetic).
 """
 
@@ -114,6 +115,26 @@ def _judge_step(
     for b, group in enumerate(m.groups):
         first, last = where["issued"][group[0]], where["issued"][group[-1]]
         between = [i for i, p in where["ready"].items() if first < p < last]
+        if len(group) > 1 and not between:
+            return failed(
+                msg(
+                    "overlap.per_tensor",
+                    "At step {n}, rank {rank} sent bucket {bucket} ({names}, {bytes:,} bytes) as "
+                    "{pieces} all-reduces, the first {where}, one per tensor: a bucket exists to "
+                    "pay an all-reduce's start-up latency once for all its gradients, as DDP "
+                    "does. Flatten the bucket's gradients into one tensor (`torch.cat` of each "
+                    "`reshape(-1)`) and all-reduce that tensor once.",
+                    n=e.n,
+                    rank=rank,
+                    bucket=b + 1,
+                    names=_names(plist, layout.buckets[b]),
+                    bytes=layout.sizes[b],
+                    pieces=len(group),
+                    where=run.where(_line(e, group[0])),
+                ),
+                rank=rank,
+                line=_line(e, group[0]),
+            )
         if between:
             return failed(
                 msg(
@@ -159,7 +180,7 @@ def _judge_step(
     title="Gradients go out in buckets capped in bytes, in the same order on every rank",
     hint="Walk the parameters in the order their gradients become ready (the reverse of the "
     "forward), start a new bucket when the next gradient would take it over the cap, and send "
-    "each bucket as one all-reduce once all its gradients are ready.",
+    "each bucket as one all-reduce of its flattened gradients once all of them are ready.",
 )
 def buckets(run: RunView, params: dict[str, Any]) -> Outcome:
     seen = _observed(run)

@@ -131,5 +131,10 @@ def wait_line(step: OverlapStep, k: int) -> int | None:
     return None
 
 
+def backward_end(step: OverlapStep) -> int:
+    """Where the step's first backward pass returned (the step itself when none was seen)."""
+    return next((i for i, t in enumerate(step.timeline) if t and t[0] == "e"), step_pos(step))
+
+
 def step_pos(step: OverlapStep) -> int:
     return next((i for i, t in enumerate(step.timeline) if t and t[0] == "s"), len(step.timeline))

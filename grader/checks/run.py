@@ -50,8 +50,9 @@ def _joined(parts: list[Message]) -> Message:
 @check(
     "run.completed",
     title="Every rank runs to the end",
-    hint="Read the first failing rank's traceback in its output below: the line it names is where "
-    "to start. A rank stuck in a collective usually means the ranks did not all call it.",
+    hint="Start with the rank the message names, at the line it gives: its traceback is in its "
+    'output below, or its stack under "Where each rank was stuck". When one rank waited in a '
+    "collective, the rank that never arrived is the one to fix.",
 )
 def run_completed(run: RunView, params: dict[str, Any]) -> Outcome:
     if run.timed_out:
@@ -363,13 +364,16 @@ def _store_timeout(first: _Failure) -> Outcome:
 def _collective_timeout(
     run: RunView, crashes: list[tuple[float, int, ProgramException]]
 ) -> Outcome:
-    """The process group's timeout fired: name where every rank was waiting."""
+    """The process group's timeout fired: name where every rank was waiting, and first the rank
+    that never arrived (no timeout of its own, stopped elsewhere): that is the one to look at."""
     by_rank = {rank: e for _, rank, e in reversed(crashes)}
-    parts: list[Message] = []
+    waiting: list[Message] = []
+    absent: list[Message] = []
+    culprit: tuple[int, int | None] | None = None
     for r in run.ranks:
         e = by_rank.get(r.rank)
         if e is not None:
-            parts.append(
+            waiting.append(
                 msg(
                     "run.rank_waiting",
                     "rank {rank} was waiting {where}",
@@ -378,21 +382,48 @@ def _collective_timeout(
                 )
             )
         elif r.end is not None:
-            parts.append(msg("run.rank_finished", "rank {rank} had finished", rank=r.rank))
+            waiting.append(msg("run.rank_finished", "rank {rank} had finished", rank=r.rank))
         elif line := stack_line(r.stack, r.learner_file):
-            parts.append(
-                msg("run.rank_was_at", "rank {rank} was {where}", rank=r.rank, where=run.at(line))
+            absent.append(
+                msg(
+                    "run.rank_never_arrived",
+                    "rank {rank} never got there: it was {where}",
+                    rank=r.rank,
+                    where=run.at(line),
+                )
             )
+            culprit = culprit or (r.rank, line)
         else:
-            parts.append(msg("run.rank_elsewhere", "rank {rank} was elsewhere", rank=r.rank))
+            absent.append(
+                msg(
+                    "run.rank_never_arrived_elsewhere",
+                    "rank {rank} never got there: it was not running your code (still starting, "
+                    "or inside torch)",
+                    rank=r.rank,
+                )
+            )
+            culprit = culprit or (r.rank, None)
     _, rank, first = crashes[0]
+    if culprit is None:
+        return failed(
+            msg(
+                "run.collective_timeout",
+                "The ranks never met in the same collective and the process group's timeout "
+                "ended the run: {ranks}. Every rank must call the same collectives in the same "
+                "order.",
+                ranks=_joined(waiting),
+            ),
+            rank=rank,
+            line=first.line,
+        )
     return failed(
         msg(
-            "run.collective_timeout",
-            "The ranks never met in the same collective and the process group's timeout ended "
-            "the run: {ranks}. Every rank must call the same collectives in the same order.",
-            ranks=_joined(parts),
+            "run.collective_timeout_absent",
+            "The process group's timeout ended the run: {absent}; {ranks}. Look at the rank that "
+            "never arrived: every rank must reach the same collectives in the same order.",
+            absent=_joined(absent),
+            ranks=_joined(waiting),
         ),
-        rank=rank,
-        line=first.line,
+        rank=culprit[0],
+        line=culprit[1],
     )

@@ -23,6 +23,12 @@ def stack_name(rank: int, attempt: int) -> str:
     return f"stack-{rank}-a{attempt}.txt"
 
 
+def stop_stack_name(rank: int, attempt: int) -> str:
+    """The rank's Python stack when the launcher stopped it (SIGTERM: another rank had failed),
+    apart from `stack_name`'s dumps (a stop is no fatal error, and is not the grader's timeout)."""
+    return f"stop-{rank}-a{attempt}.txt"
+
+
 def replay_name(rank: int, step: int = 1) -> str:
     """The replay data of `rank` for the window that ends with its optimizer step `step`."""
     return f"replay-{rank}-s{step}.pt"

@@ -18,9 +18,10 @@ import traceback
 from pathlib import Path
 
 from grader.events import End, ProgramException, Start
-from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name
+from grader.harness import SETTINGS_ENV, TRACE_DIR_ENV, stack_name, stop_stack_name
 from grader.harness.tracer import Tracer
 from grader.launch.wire import HarnessSettings
+from grader.stacks import learner_stack
 
 REAL_EXIT = os._exit
 
@@ -46,8 +47,8 @@ def learner_traceback(exc: BaseException, script: str) -> tuple[str, int | None]
     line = next((f.lineno for f in reversed(frames) if f.filename == script), None)
     if isinstance(exc, SyntaxError) and exc.filename == script:
         line = exc.lineno
-    text = "".join(te.format()).replace(script, os.path.basename(script))
-    return text, line
+    text = learner_stack("".join(te.format()), script) or ""
+    return text + "\n", line
 
 
 def run_learner(argv: list[str]) -> int:
@@ -70,6 +71,10 @@ def run_learner(argv: list[str]) -> int:
     stack_file = open(trace_dir / stack_name(rank, attempt), "w")  # noqa: SIM115 (lives until exit)
     faulthandler.enable(file=stack_file, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    # Stopped because another rank failed: where this one was (a rank that never reached the
+    # collective the others waited in is the one to look at), then the stop goes on as before.
+    stop_file = open(trace_dir / stop_stack_name(rank, attempt), "w")  # noqa: SIM115
+    faulthandler.register(signal.SIGTERM, file=stop_file, all_threads=True, chain=True)
     tracer.record(Start(pid=os.getpid(), rank=rank, world_size=tracer.world_size, file=script))
 
     from grader.harness.hooks import install_all

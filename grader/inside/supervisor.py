@@ -280,7 +280,21 @@ def _read_dumps(trace_dir: Path, rank: int) -> tuple[str | None, list[dict[str, 
         if found:
             error = found.group(1).strip()[:200]
             fatal.append(Fatal(t=died_at, attempt=attempt, error=error).record())
+    if not texts:  # stopped by the launcher (another rank failed): where it was then
+        stops = sorted(trace_dir.glob(f"stop-{rank}-a*.txt"), key=_attempt_of)
+        for path in stops[-1:]:
+            with contextlib.suppress(OSError):
+                text = path.read_text(errors="replace").strip()
+                if text:
+                    texts.append(text[-20000:])
     return ("\n".join(texts) if texts else None), fatal
+
+
+def _attempt_of(path: Path) -> int:
+    try:
+        return int(path.stem.rsplit("-a", 1)[1])
+    except (ValueError, IndexError):
+        return -1
 
 
 def _signal(pid: int, sig: int) -> None:

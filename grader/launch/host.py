@@ -124,7 +124,7 @@ def run_launch(
             world_size=launch.world_size,
             nnodes=launch.nnodes,
             max_restarts=spec.launch.max_restarts,
-            script_args=tuple(spec.launch.script_args),
+            script_args=launch.script_args,
             wall_seconds=spec.limits.wall_seconds,
             output_cap=spec.limits.output_bytes_per_rank,
             sandboxed=sandbox.name != "none",

@@ -26,6 +26,9 @@ class Launch:
     reference: int | None = None
     # A reference is launched only to be compared with; its checks are not evaluated.
     judged: bool = True
+    # What the learner's script is given after `main.py` (spec.launch.script_args and this
+    # world size's `script_args_per_launch`).
+    script_args: tuple[str, ...] = ()
 
 
 def available_gpus() -> list[int]:
@@ -48,7 +51,8 @@ def plan_launch(world_size: int, device: str) -> Launch:
 def plan_launches(spec: ExerciseSpec) -> list[Launch]:
     """Every launch one grading makes, in order.
 
-    - one launch per world size of the spec;
+    - one launch per world size of the spec, given `script_args` and that world size's
+      `script_args_per_launch`;
     - with `launch.faults`: each of those launches gets an uninterrupted twin, run first and not
       judged on its own: it is the faulted launch's `reference` (elastic.equivalent compares them);
     - with `launch.multinode`: one more launch as a simulated job of `max(2, launch.nnodes)` nodes
@@ -58,17 +62,25 @@ def plan_launches(spec: ExerciseSpec) -> list[Launch]:
     device = spec.launch.device
     faults = [f.model_dump() for f in spec.launch.faults]
     launches: list[Launch] = []
-    for ws in spec.launch.world_sizes:
+    per_launch = spec.launch.script_args_per_launch
+    for index, ws in enumerate(spec.launch.world_sizes):
+        extra = per_launch[index] if index < len(per_launch) else []
+        args = (*spec.launch.script_args, *extra)
         if faults:
-            launches.append(dataclasses.replace(plan_launch(ws, device), judged=False))
-            faulted = plan_launch(ws, device)
+            launches.append(
+                dataclasses.replace(plan_launch(ws, device), judged=False, script_args=args)
+            )
+            faulted = dataclasses.replace(plan_launch(ws, device), script_args=args)
             faulted.faults, faulted.reference = faults, len(launches) - 1
             launches.append(faulted)
         else:
-            launches.append(plan_launch(ws, device))
+            launches.append(dataclasses.replace(plan_launch(ws, device), script_args=args))
     if spec.launch.multinode:
         nodes = max(2, spec.launch.nnodes)
-        launches.append(dataclasses.replace(plan_launch(nodes, device), nnodes=nodes))
+        args = tuple(spec.launch.script_args)
+        launches.append(
+            dataclasses.replace(plan_launch(nodes, device), nnodes=nodes, script_args=args)
+        )
     return launches
 
 

@@ -2,16 +2,18 @@
 and the counters summed across learners that the report reads instead of every event and
 submission (see app/analytics/models.py), filled here from the rows already stored.
 
-The backfill runs the same INSERT ... SELECT the app keeps the rollups with
-(`app.analytics.rollups.rebuild`): it reads only columns that exist at this revision
-(progress_events and submissions as of i28_analytics).
+The backfill runs the same INSERT ... SELECT the app kept the rollups with then, from a frozen
+copy of that code (migrations/frozen/i28_rollups.py; no app import): it reads only columns that
+exist at this revision (progress_events and submissions as of i28_analytics).
 
 Revision ID: i28_rollups
 Revises: i28_analytics
 Create Date: 2026-12-03
 """
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -119,9 +121,17 @@ def upgrade() -> None:
         ("analytics_check_days", "exercise"),
     ):
         op.create_index(f"ix_{table}_user", table, ["user_id", column])
-    from app.analytics import rollups
+    _frozen().rebuild(op.get_bind())
 
-    rollups.rebuild(op.get_bind())
+
+def _frozen() -> Any:
+    """migrations/frozen/i28_rollups.py: the backfill as it was at this revision."""
+    path = Path(__file__).resolve().parent.parent / "frozen" / "i28_rollups.py"
+    spec = importlib.util.spec_from_file_location("rdv_migration_i28_rollups", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def downgrade() -> None:

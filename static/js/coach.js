@@ -1,7 +1,10 @@
 // The "Ask the coach" panel (templates/coach/_panel.html): POST /api/v1/coach with
 // Accept: text/event-stream. While a model writes, its checked lines are shown as plain text;
 // the final answer is the server's HTML (Markdown rendered with raw HTML escaped). Failed checks
-// of a result (submit.js dispatches `rdv:result`) get a "Why did this fail?" button.
+// of a result (submit.js dispatches `rdv:result`) get a "Why did this fail?" button; it sends
+// what it asks as `intent` with the check's id (the server never re-reads the button's text),
+// and the answer offers "A hint" and "Still stuck" on the same check. The button's question is
+// put in the field selected, so what the learner types replaces it rather than joining it.
 (function () {
   "use strict";
   const panel = document.getElementById("coach");
@@ -10,6 +13,8 @@
   const t = (key) => panel.getAttribute("data-t-" + key) || "";
   const form = $("coach-form");
   const context = { exercise: null, submissionId: null };
+  // The last button's ask: sent again as it is while the field still holds its question.
+  const asked = { checkId: null, intent: null, question: null };
   // The panel sits below the steps; asked about a result, it moves beside that result.
   const home = document.createComment("coach panel");
   panel.before(home);
@@ -78,6 +83,8 @@
     $("coach-status").textContent = t("done");
     // About an exercise's run: the way back to its editor, screens above on a phone.
     $("coach-back").hidden = !codeRoot;
+    const followups = $("coach-followups");
+    if (followups) followups.hidden = !(asked.checkId && context.submissionId);
     box.focus({ preventScroll: false });
   }
 
@@ -105,8 +112,8 @@
     }
   }
 
-  // checkId: the failed check whose "Why did this fail?" button asked (for the instructors' view).
-  async function ask(question, checkId = null) {
+  // checkId and intent: what a button asks about (why_failed, hint, still_stuck); null: typed.
+  async function ask(question, checkId = null, intent = null) {
     const button = $("coach-ask");
     showError("");
     button.disabled = true;
@@ -119,6 +126,7 @@
       submission_id: context.submissionId,
     };
     if (checkId && context.submissionId) body.check_id = checkId;
+    if (intent && context.submissionId) body.intent = intent;
     try {
       const response = await fetch("/api/v1/coach?locale=" + encodeURIComponent(panel.dataset.locale), {
         method: "POST",
@@ -157,10 +165,34 @@
       const field = form.elements.namedItem("question");
       const question = field.value.trim();
       if (!question) { field.focus(); return; }
-      ask(question);
+      // The button's own question, untouched: ask the button's intent again, not its text.
+      if (asked.intent && question === asked.question) {
+        ask(question, asked.checkId, asked.intent);
+        return;
+      }
+      // Typed: classified by the server, still about the check the learner was shown.
+      asked.intent = asked.question = null;
+      ask(question, asked.checkId);
     });
+    // A pre-filled question is selected when the field is entered: typing replaces it.
+    form.elements.namedItem("question").addEventListener("focus", (event) => {
+      if (asked.question && event.target.value.trim() === asked.question) event.target.select();
+    });
+    const followups = $("coach-followups");
+    if (followups) {
+      for (const button of followups.querySelectorAll("button[data-intent]")) {
+        button.addEventListener("click", () => {
+          if (!asked.checkId) return;
+          asked.intent = button.dataset.intent;
+          asked.question = button.textContent.trim();
+          form.elements.namedItem("question").value = asked.question;
+          ask(asked.question, asked.checkId, asked.intent);
+        });
+      }
+    }
     $("coach-forget").addEventListener("click", () => {
       setContext(null, null);
+      asked.checkId = asked.intent = asked.question = null;
       home.after(panel);
       codeRoot = null;
       $("coach-back").hidden = true;
@@ -187,13 +219,14 @@
     });
   }
 
-  function askAbout(root, exercise, submissionId, question, checkId) {
+  function askAbout(root, exercise, submissionId, question, checkId, intent) {
     besideResults(root);
     setContext(exercise, submissionId);
+    Object.assign(asked, { checkId, intent, question });
     const field = form.elements.namedItem("question");
     field.value = question;
     panel.scrollIntoView({ block: "start" });
-    ask(question, checkId);
+    ask(question, checkId, intent);
   }
 
   // A graded result: offer the coach on it and on each failed check.
@@ -213,6 +246,8 @@
       ask.addEventListener("click", () => {
         besideResults(root);
         setContext(exercise, submissionId);
+        asked.checkId = asked.intent = asked.question = null;
+        form.elements.namedItem("question").value = "";
         form.elements.namedItem("question").focus();
       });
       results.append(ask);
@@ -226,7 +261,7 @@
       why.textContent = t("why");
       why.setAttribute("aria-label", t("why") + " " + (title ? title.textContent : ""));
       why.addEventListener("click", () =>
-        askAbout(root, exercise, submissionId, fmt(t("why-question"), { title: title ? title.textContent : item.dataset.check }), item.dataset.check));
+        askAbout(root, exercise, submissionId, fmt(t("why-question"), { title: title ? title.textContent : item.dataset.check }), item.dataset.check, "why_failed"));
       item.append(why);
     }
   });

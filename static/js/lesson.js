@@ -105,10 +105,11 @@
       announce(card);
     }
 
-    // Progress sync hears about the steps (the quick check's cards are recorded as answers).
+    // Progress sync hears about every card shown: a step's card is a position, and moving on
+    // from a step completes it, also when a question or an exercise comes next (`stepId` null).
     function announce(card) {
-      var stepId = card && card.getAttribute("data-step-id");
-      if (!stepId) return;
+      if (!card) return;
+      var stepId = card.getAttribute("data-step-id");
       document.dispatchEvent(new CustomEvent("rdv:step", {
         detail: { lessonId: lessonId, stepId: stepId, index: cards.indexOf(card) + 1, total: lastStepIndex }
       }));
@@ -136,7 +137,12 @@
     });
 
     // Tell listeners (progress sync) which step is shown at load; a link into a card shows it.
-    announce(cards[current - 1]);
+    // A copy saved on this device (read offline) was rendered at another card: ?step= wins.
+    // A link into another card (an exercise's) reaches that card only, not the step before it.
+    var asked = parseInt(new URLSearchParams(window.location.search).get("step"), 10);
+    var linked = cardOf(window.location.hash);
+    if (asked >= 1 && asked <= total && asked !== current) show(asked, false, true);
+    else if (!linked || linked === current) announce(cards[current - 1]);
     if (window.location.hash) follow(window.location.hash, false);
   }
 

@@ -41,7 +41,7 @@
 
   document.addEventListener("rdv:step", function (event) {
     var d = event.detail || {};
-    if (!d.lessonId || !d.stepId) return;
+    if (!d.lessonId) return;
     var events = [];
     if (lastIndex !== null && d.index > lastIndex) {
       var previous = document.querySelector('.step-card[data-step-index="' + lastIndex + '"]');
@@ -51,11 +51,12 @@
         markCompleted(previousId);
       }
     }
-    if (d.index === d.total && lastIndex !== null) {
+    if (d.stepId && d.index === d.total && lastIndex !== null) {
       events.push({ type: "step_completed", lesson_id: d.lessonId, step_id: d.stepId });
       markCompleted(d.stepId);
     }
-    events.push({ type: "position", lesson_id: d.lessonId, step_id: d.stepId });
+    // A position names a step: a question's or an exercise's card keeps the last step's.
+    if (d.stepId) events.push({ type: "position", lesson_id: d.lessonId, step_id: d.stepId });
     lastIndex = d.index;
     events.reduce(function (done, e) { return done.then(function () { return record(e); }); }, Promise.resolve());
   });

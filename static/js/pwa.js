@@ -10,9 +10,16 @@
   var account = document.querySelector('meta[name="rdv-account"]');
   var signedIn = Boolean(account && account.content === "learner");
   var csrf = document.querySelector('meta[name="csrf-token"]');
+  // A page the worker answered from the device (offline: a saved lesson, or the offline page,
+  // saved for whoever was there when it was kept) says nothing new about who is signed in: the
+  // session stays as the last page loaded online left it, and so does the outbox's sending.
+  var fromDevice = !navigator.onLine || Boolean(document.querySelector("[data-offline-page]"));
   var ready = !client ? Promise.resolve() : client.session().then(function (previous) {
+    if (fromDevice) {
+      signedIn = Boolean(previous.signedIn);
+      return;
+    }
     if (previous.signedIn && !signedIn) return forgetSavedPages();
-  }).then(function () {
     return client.setSession({ signedIn: signedIn, csrf: csrf ? csrf.content : "" });
   }).catch(function () {});
 
@@ -37,7 +44,13 @@
   var again = false; // an event recorded while a sync was on its way: one more round after it
 
   function sync() {
-    if (!client || !signedIn) return Promise.resolve({ status: "signed-out" });
+    if (!client) return Promise.resolve({ status: "signed-out" });
+    return ready.then(function () {
+      return signedIn ? syncNow() : { status: "signed-out" };
+    });
+  }
+
+  function syncNow() {
     if (syncing) {
       again = true;
       return syncing;
@@ -55,9 +68,12 @@
   }
 
   function backgroundSync() {
-    if (!signedIn || !("serviceWorker" in navigator)) return;
-    navigator.serviceWorker.ready.then(function (registration) {
-      if (registration.sync) return registration.sync.register("rdv-outbox");
+    if (!("serviceWorker" in navigator)) return;
+    ready.then(function () {
+      if (!signedIn) return null;
+      return navigator.serviceWorker.ready;
+    }).then(function (registration) {
+      if (registration && registration.sync) return registration.sync.register("rdv-outbox");
     }).catch(function () { /* no Background Sync: the online event and the next load send it */ });
   }
 
@@ -105,6 +121,17 @@
     });
   }
 
+  // A line at the top of the page while the connection is down: what is read here is the copy
+  // saved on this device, and what is done here waits on it.
+  function offlineIndicator() {
+    var line = document.querySelector("[data-offline-indicator]");
+    if (!line) return;
+    var update = function () { line.hidden = navigator.onLine; };
+    window.addEventListener("online", update);
+    window.addEventListener("offline", update);
+    update();
+  }
+
   // The offline page lists the lessons this device keeps.
   function listSavedLessons(list) {
     if (!window.caches) return;
@@ -136,13 +163,20 @@
     if (saved) listSavedLessons(saved);
     var welcome = document.querySelector(".notice--welcome");
     if (welcome) {
+      var greet = function () {
+        welcome.scrollIntoView({ block: "start" });
+        welcome.focus({ preventScroll: true });
+      };
       welcome.setAttribute("tabindex", "-1");
-      welcome.scrollIntoView({ block: "start" });
-      welcome.focus({ preventScroll: true });
+      greet();
+      // The browser scrolls to the URL's #fragment (an exercise's card) after this: greet again
+      // once the page has loaded, so the notice is what is on screen.
+      if (document.readyState === "complete") requestAnimationFrame(greet);
+      else window.addEventListener("load", function () { requestAnimationFrame(greet); });
     }
-    if (!signedIn) return;
+    offlineIndicator();
     Promise.all([visitorEvents, sync()]).then(function (results) {
-      if (results[0] > 0 && results[1].status === "synced") window.location.reload();
+      if (!fromDevice && results[0] > 0 && results[1].status === "synced") window.location.reload();
     });
   });
 })();

@@ -139,8 +139,9 @@
     }).catch(function () { return { status: "offline" }; });
   }
 
-  // Drafts. Resolves {status: "saved", draft} | {status: "conflict"} | {status: "offline"} |
-  // {status: "refused", code, message}.
+  // Drafts. Resolves {status: "saved", draft} | {status: "conflict", theirs} |
+  // {status: "offline"} | {status: "refused", code, message}. `theirs`: the draft as the server
+  // holds it now ({code, updated_at}, from the 409's `stored`), for the editor to offer.
   function saveDraft(exercise, code, baseUpdatedAt) {
     var body = { code: code };
     if (baseUpdatedAt) body.base_updated_at = baseUpdatedAt;
@@ -148,7 +149,9 @@
       return call("PUT", "/drafts/" + exercise, body, who.csrf);
     }).then(function (answer) {
       if (answer.ok) return { status: "saved", draft: answer.data };
-      if (answer.status === 409) return { status: "conflict" };
+      if (answer.status === 409) {
+        return { status: "conflict", theirs: (answer.data && answer.data.stored) || null };
+      }
       var data = answer.data || {};
       return { status: "refused", code: data.code, message: data.message };
     }, function () { return { status: "offline" }; });

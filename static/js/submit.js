@@ -230,7 +230,8 @@
       } else if (saved.status === "offline") {
         this.$("draft").textContent = this.t.draft_saved_offline;
       } else if (saved.status === "conflict") {
-        const theirs = await window.RdvClient.loadDraft(this.exercise);
+        // Both versions: the editor keeps mine, the conflict box shows theirs (from the 409).
+        const theirs = saved.theirs || (await window.RdvClient.loadDraft(this.exercise));
         if (theirs && !theirs.offline) this.showConflict(theirs);
       }
     }
@@ -306,6 +307,19 @@
 
     status(text) { this.$("status").textContent = text || ""; }
 
+    // After Submit, the status line and the timer in view for the whole run (until the verdict
+    // takes the focus): on a phone they sat below the fold, under the sticky Previous/Next bar.
+    keepProgressInView() {
+      const box = this.$("status").closest(".sub__progress") || this.$("status");
+      const bar = document.querySelector(".step-nav");
+      const sticky = bar && getComputedStyle(bar).position === "sticky";
+      // Room below for the timer, which shows a moment later (on a phone, on a line of its own).
+      const bottom = (sticky ? bar.getBoundingClientRect().top : window.innerHeight) - 40;
+      const rect = box.getBoundingClientRect();
+      if (rect.top < 8) window.scrollBy({ top: rect.top - 8, behavior: "auto" });
+      else if (rect.bottom > bottom) window.scrollBy({ top: rect.bottom - bottom, behavior: "auto" });
+    }
+
     // The elapsed time since Submit, once a second (not announced: the stage line is).
     startTimer(since) {
       this.stopTimer();
@@ -358,6 +372,7 @@
       }
       this.setRunning(true);
       this.status(this.t.submitting);
+      this.keepProgressInView();
       const key = newKey();
       let answer;
       try {
@@ -570,7 +585,7 @@
         if (!streamed) pre.textContent = rank.output || this.t.no_output;
         if (rank.truncated) pre.append(el("em", { text: "\n" + this.t.truncated }));
         // Only for a rank that ended in failure: a crash a restart recovered from is history.
-        this.showErrorEnd(pre, rank.exit_code ? rank.stack : null);
+        this.showErrorEnd(pre, rank.exit_code ? rank.stack : null, rank.output);
       }
       this.showSampler(result.artifacts && result.artifacts.sampler);
       showTimeline(this.$("timeline"), result.timeline);
@@ -589,10 +604,10 @@
 
     // A rank that died of a Python error: the traceback's end (the learner's last line and the
     // error) first in its pane, above output that often ends in torch's C++ frames.
-    showErrorEnd(pre, stack) {
+    showErrorEnd(pre, stack, output) {
       const section = pre.parentElement;
       section.querySelectorAll(".sub__error-end").forEach((node) => node.remove());
-      const end = pythonErrorEnd(stack);
+      const end = pythonErrorEnd(stack) || fatalErrorEnd(stack, output);
       if (!end) return;
       section.insertBefore(
         el("div", { className: "sub__error-end" },
@@ -673,6 +688,21 @@
     while (index < tail.length && /^\s{4,}/.test(tail[index])) index += 1; // the last frame's code
     const error = tail.slice(index).filter((line) => !noise(line));
     return kept.concat(error.slice(0, 4)).join("\n");
+  }
+
+  // A rank that died in C++ (gloo's abort, a segfault): no Python traceback, but its stack dump
+  // says "Fatal Python error" and its output the C++ error (terminate called ... what(): ...).
+  // The learner's innermost line, the fatal error and the C++ reason.
+  function fatalErrorEnd(stack, output) {
+    const fatal = /^Fatal Python error: .*$/m.exec(stack || "");
+    if (!fatal) return "";
+    const kept = [];
+    const frame = String(stack).split("\n").find((line) => /^\s*File "main\.py"/.test(line));
+    if (frame) kept.push(frame.trim());
+    kept.push(fatal[0].trim());
+    const reasons = String(output || "").split("\n")
+      .filter((line) => /terminate called|what\(\):/.test(line)).map((line) => line.trim());
+    return kept.concat(reasons.slice(-2)).join("\n");
   }
 
   // An SVG grid: one row per epoch, one column per dataset index, coloured by the rank that

@@ -10,15 +10,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
-from app.analytics import rollups
+from app.analytics import consumer
 from app.auth.models import User
+from app.domain_events import Event, Kind, record
 from app.learning import service as learning
 from app.learning.schemas import ProgressEventIn
 from app.submissions import jobs
@@ -115,12 +115,12 @@ def seeded(session: Session, use_lessons: Callable[[object], None]) -> dict[str,
         user = create_user(session, email=f"{name.lower()}@example.org", name=name)
         start = plan.get("start", T0)
         create_events(session, user, start, plan)
-        if plan["draft"]:  # saved on `start`'s day, kept in the counters as a save is
-            draft = Draft(user_id=user.id, exercise=EXERCISE, code="#", updated_at=start)
-            rollups.changing_draft(session, user.id, EXERCISE, partial(session.add, draft))
+        if plan["draft"]:  # saved on `start`'s day, recorded as a save records it
+            session.add(Draft(user_id=user.id, exercise=EXERCISE, code="#", updated_at=start))
+            record(session, [Event(Kind.DRAFT, user.id, EXERCISE)])
         for seconds, verdict, failed in plan["subs"]:
             at = start + timedelta(hours=1, seconds=seconds)
             create_submission(session, user, at, verdict, failed, plan["locale"])
         users[name] = user
-    session.flush()
+    consumer.drain(session)  # what the analytics consumer does after the commits
     return users

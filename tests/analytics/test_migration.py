@@ -3,6 +3,7 @@ databases), and downgrades cleanly."""
 
 from __future__ import annotations
 
+import ast
 import json
 import uuid
 from collections.abc import Iterator
@@ -135,5 +136,66 @@ def test_the_rollups_are_backfilled_from_the_rows_already_stored(empty_url: str)
         ]
         steps = conn.execute(text("SELECT locale, step_id, completed FROM analytics_step_days"))
         assert sorted(tuple(row) for row in steps) == [("", "one", 1), ("*", "one", 1)]
+    command.downgrade(config, "i28_analytics")
+    engine.dispose()
+
+
+def test_no_migration_imports_app_code() -> None:
+    """A migration replays the same whatever the app's code is today: the migrations and their
+    frozen copies (migrations/frozen/) import nothing from app/."""
+    found = []
+    migrations = Path(__file__).resolve().parents[2] / "migrations"
+    for path in [*migrations.glob("versions/*.py"), *migrations.glob("frozen/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.name}: {name}" for name in names if name.split(".")[0] == "app"]
+    assert found == []
+
+
+def test_the_events_migration_keeps_the_counters_and_counts_the_drafts(empty_url: str) -> None:
+    """Migration i41_domain_events: the counters already there stay (in shard 0), each draft
+    gets its day, and it downgrades with the shards summed back."""
+    config = alembic_config(empty_url)
+    command.upgrade(config, "i28_rollups")
+    engine = create_engine(empty_url)
+    sqlite = empty_url.startswith("sqlite")
+    user_id = uuid.uuid4().hex if sqlite else str(uuid.uuid4())
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO users (id, email, display_name, password_hash, role, created_at) "
+                "VALUES (:id, 'd@example.org', 'D', 'x', 'learner', CURRENT_TIMESTAMP)"
+            ),
+            {"id": user_id},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO submission_drafts (user_id, exercise, code, updated_at) "
+                "VALUES (:id, 'a/b', '#', :at)"
+            ),
+            {"id": user_id, "at": "2026-11-02 23:30:00" if sqlite else "2026-11-02 23:30:00+00"},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO analytics_day_counts VALUES "
+                "('a', 'opened', '*', 'a/b', '', '2026-11-02', '0001-01-01', 0, 1, 0)"
+            )
+        )
+    command.upgrade(config, "head")
+    with engine.connect() as conn:
+        days = conn.execute(text("SELECT exercise, day FROM analytics_draft_days")).all()
+        assert [(row[0], str(row[1])) for row in days] == [("a/b", "2026-11-02")]
+        counts = conn.execute(text("SELECT scope, shard, learners FROM analytics_day_counts"))
+        assert [tuple(row) for row in counts] == [("opened", 0, 1)]
+        partitions = conn.execute(text("SELECT count(*) FROM analytics_partitions")).scalar()
+        assert partitions == 4
+    command.downgrade(config, "i28_rollups")
+    with engine.connect() as conn:
+        counts = conn.execute(text("SELECT scope, learners FROM analytics_day_counts"))
+        assert [tuple(row) for row in counts] == [("opened", 1)]
     command.downgrade(config, "i28_analytics")
     engine.dispose()

@@ -52,6 +52,7 @@ def _drop_postgres(url: str) -> None:
 class Server:
     url: str
     database_url: str
+    process: subprocess.Popen[bytes] | None = None  # to signal it (a test of stopping)
 
 
 @contextmanager
@@ -89,7 +90,7 @@ def served(backend: str, tmp_path: Path, env: dict[str, str] | None = None) -> I
                 pass
             assert time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.2)
-        yield Server(url, database_url)
+        yield Server(url, database_url, process)
     finally:
         process.terminate()
         try:

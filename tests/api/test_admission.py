@@ -101,17 +101,72 @@ def test_the_slot_goes_back_when_the_response_starts() -> None:
     assert free_after_start == [1]
 
 
-def test_outside_gives_the_slot_back_and_takes_one_again() -> None:
+def test_a_slot_given_back_is_taken_again_within_a_deadline_or_not_at_all() -> None:
     async def scenario() -> list[bool]:
         semaphore = asyncio.Semaphore(1)
         mine, other = Slot(semaphore, 0.1), Slot(semaphore, 0.1)
         assert await mine.acquire()
         seen = [await other.acquire()]  # taken: the other waits, then gives up
-        async with mine.outside():
-            seen.append(await other.acquire())  # free while mine waits outside
-            other.release()
-        seen.append(mine.held)
+        mine.release()  # an outside wait: the slot is free meanwhile
+        seen.append(await other.acquire())
+        seen.append(await mine.acquire(timeout_s=0.05))  # taken back? not while other holds it
+        other.release()
+        seen.append(await mine.acquire(timeout_s=0.05))
         mine.release()
         return seen
 
-    assert asyncio.run(scenario()) == [False, True, True]
+    assert asyncio.run(scenario()) == [False, True, False, True]
+
+
+def test_one_caller_s_requests_hold_only_their_share_of_the_slots() -> None:
+    """Issue 39, D4: a learner's big syncs all wait on that learner's own lock, each holding a
+    slot; three such learners held every slot and everyone else got 503. One caller now holds
+    at most its share (here 1 of 4); another caller's request is admitted at once."""
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        who = dict(scope["headers"]).get(b"authorization", b"").decode()
+        started.append(who)
+        if who == "Bearer ada":
+            await release.wait()  # waits on the learner's own lock, holding its slot
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    limits = RequestLimits(
+        app,
+        per_caller=8,
+        streams_per_caller=2,
+        admitted=4,
+        slots_per_caller=1,
+        wait_s=5.0,
+        learner_of=lambda digest: digest[:8],
+    )
+
+    def scope_of(token: str) -> dict[str, Any]:
+        scope = _scope("GET")
+        scope["headers"] = [(b"authorization", f"Bearer {token}".encode())]
+        return scope
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def scenario() -> list[str]:
+        statuses: list[str] = []
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(str(message["status"]))
+
+        ada = [asyncio.create_task(limits(scope_of("ada"), receive, send)) for _ in range(4)]
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(limits(scope_of("bob"), receive, send), 1.0)  # not queued
+        free = limits._admission._value
+        release.set()
+        await asyncio.gather(*ada)
+        return [*statuses, f"free={free}"]
+
+    outcome = asyncio.run(scenario())
+    assert outcome[0] == "200"  # bob's, while ada's four wait
+    assert outcome[-1] == "free=3"  # ada holds one slot of the four, not all four
+    assert started.count("Bearer ada") >= 1

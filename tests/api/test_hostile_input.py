@@ -239,3 +239,75 @@ def test_a_query_parameter_given_twice_is_refused_not_read_as_its_last_value(
         assert response.status_code == 422, (path, response.text)
         body = response.json()
         assert body["code"] == "invalid_request" and "given more than once" in body["message"]
+
+
+# Issue 39, D9: what the probe's fuzzing found answered 500.
+
+
+@pytest.mark.parametrize("depth", [65, 990, 100_000])
+def test_json_nested_too_deep_is_refused_before_it_is_parsed(
+    client: TestClient, depth: int
+) -> None:
+    """Anonymous, on any JSON route: the parser's RecursionError was a 500 (about 990 deep)."""
+    body = '{"email": ' + "[" * depth + "]" * depth + "}"
+    for path in ("/api/v1/auth/register", "/api/v1/auth/password-reset"):
+        answer = client.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 422, (path, answer.text)
+        assert answer.json()["code"] == "invalid_request"
+
+
+def test_json_as_deep_as_a_real_request_is_read_as_before(client: TestClient) -> None:
+    body = {"email": "deep@example.org", "password": PASSWORD, "display_name": "D", "x": [[[1]]]}
+    assert client.post("/api/v1/auth/register", json=body).status_code == 201
+
+
+@pytest.mark.parametrize(
+    "moment", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59"]
+)
+def test_a_crafted_submissions_cursor_is_refused(client: TestClient, moment: str) -> None:
+    import base64
+    import uuid
+
+    auth = register_and_sign_in(client, "cursor@example.org")
+    raw = f"{moment}|{uuid.uuid4().hex}".encode()
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    answer = client.get("/api/v1/submissions", params={"cursor": cursor}, headers=auth)
+    assert answer.status_code in (200, 422), answer.text  # never a 500
+    if moment.endswith(("-14:00", "+14:00")):
+        assert answer.status_code == 422
+
+
+def test_analytics_until_the_calendar_s_last_day_is_answered(
+    client: TestClient, session: Session
+) -> None:
+    from app.auth import service as auth_service
+    from app.auth.models import INSTRUCTOR
+    from tests.auth.factories import create_token, create_user
+
+    user = create_user(session, email="calendar@example.org")
+    auth_service.set_role(session, email=user.email, role=INSTRUCTOR)
+    auth = bearer(create_token(session, user))
+    for path in ("/api/v1/instructor/analytics", "/api/v1/instructor/analytics/steps.csv"):
+        answer = client.get(
+            path, params={"until": "9999-12-31", "since": "0001-01-01"}, headers=auth
+        )
+        assert answer.status_code == 200, (path, answer.text)
+
+
+def test_a_row_deleted_under_a_request_is_409_not_500(session: Session) -> None:
+    """Issue 39, D9: a sync in flight while the account is deleted updated a device row that was
+    gone (StaleDataError: 500). Whatever raises it, the answer is 409 `changed_meanwhile`."""
+    from sqlalchemy.orm.exc import StaleDataError
+
+    from app.main import create_app
+
+    application = create_app()
+
+    @application.get("/api/v1/stale-for-the-test")
+    def stale() -> None:
+        raise StaleDataError("UPDATE device_tokens: 1 row expected, 0 were matched")
+
+    with TestClient(application) as stale_client:
+        answer = stale_client.get("/api/v1/stale-for-the-test")
+    assert answer.status_code == 409
+    assert answer.json()["code"] == "changed_meanwhile"

@@ -31,14 +31,27 @@ def test_padding_the_email_does_not_escape_the_login_limit(client: TestClient) -
     assert codes[:9] == [401] * 9 and codes[9:] == [429] * 2
 
 
-def test_an_account_is_limited_across_addresses(app: FastAPI, client: TestClient) -> None:
+def test_an_account_is_limited_across_addresses_without_locking_its_owner_out(
+    app: FastAPI, client: TestClient
+) -> None:
+    """Thirty wrong passwords from thirty addresses put the account under guard: those
+    addresses are refused, a new one may try once every few seconds, and the owner, with the
+    right password from a new address, signs in (issue 39, D8: 429 for 15 minutes)."""
     register_and_sign_in(client, "spread@example.org")
     codes = []
-    for i in range(1, 32):
+    for i in range(1, 31):
         with TestClient(app, client=(f"10.0.0.{i}", 50000)) as elsewhere:
             codes.append(_token(elsewhere, "spread@example.org", "w" * 12))
-    assert codes[:29] == [401] * 29  # the sign-up's token counted as the account's first
-    assert codes[29:] == [429] * 2
+    assert codes == [401] * 30
+    with TestClient(app, client=("10.0.0.1", 50000)) as guessed_before:
+        assert _token(guessed_before, "spread@example.org", "w" * 12) == 429
+    with TestClient(app, client=("10.0.1.1", 50000)) as fresh:
+        assert _token(fresh, "spread@example.org", "w" * 12) == 401  # one try, paced
+    with TestClient(app, client=("10.0.1.2", 50000)) as another:
+        assert _token(another, "spread@example.org", "w" * 12) == 429  # within the pace
+    app.state.auth_rate_limits.guarded_pace.clock = lambda: 10**9  # the pause has passed
+    with TestClient(app, client=("192.0.2.44", 50000)) as owner:
+        assert _token(owner, "spread@example.org", PASSWORD) == 200
 
 
 def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
@@ -56,11 +69,37 @@ def test_x_forwarded_for_is_believed_only_from_a_trusted_proxy(
     assert codes == [401] * 5
 
 
+def test_every_x_forwarded_for_line_is_read_not_only_the_first(
+    app: FastAPI, client: TestClient
+) -> None:
+    """A proxy that adds a line of its own instead of extending the client's: the client's
+    forged first line used to choose the key, escaping its limit (issue 39, D7)."""
+    register_and_sign_in(client, "lines@example.org")
+    app.state.settings = Settings(trusted_proxies="127.0.0.1")
+    limited = {"X-Forwarded-For": "203.0.113.5"}
+    with TestClient(app, client=("127.0.0.1", 50000)) as proxied:
+        codes = [_token(proxied, "lines@example.org", "w" * 12, **limited) for _ in range(11)]
+        assert codes[-1] == 429
+        forged = [
+            proxied.post(
+                "/api/v1/auth/token",
+                data={"username": "lines@example.org", "password": "w" * 12},
+                headers=[
+                    ("X-Forwarded-For", f"198.51.100.{n}"),
+                    ("X-Forwarded-For", "203.0.113.5"),
+                ],
+            ).status_code
+            for n in range(3)
+        ]
+    assert forged == [429] * 3
+
+
 def test_the_server_reads_no_proxy_headers_itself() -> None:
     """uvicorn would believe X-Forwarded-For from any local peer; `RDV_TRUSTED_PROXIES` decides."""
-    from app.__main__ import uvicorn_options
+    from app.config import Settings
+    from app.serving import uvicorn_options
 
-    assert uvicorn_options()["proxy_headers"] is False
+    assert uvicorn_options(Settings())["proxy_headers"] is False
 
 
 @pytest.mark.parametrize(

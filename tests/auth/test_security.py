@@ -1,3 +1,5 @@
+import pytest
+
 from app.auth import security
 from app.auth.ratelimit import AuthRateLimits, SlidingWindow
 
@@ -49,3 +51,23 @@ def test_a_shared_address_factor_raises_only_the_per_address_allowances() -> Non
         assert limits.check_login("10.0.0.1", "a@example.org") is None
     assert limits.check_login("10.0.0.1", "a@example.org") is not None
     assert AuthRateLimits.for_addresses_shared_by(1).register_per_ip.limit == 20
+
+
+def test_password_hashing_runs_a_few_at_a_time_and_a_flood_gets_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39, D5: every sign-in hashed at once (argon2: 64 MiB each) took the server to
+    1.1 GB. At most HASHING_AT_ONCE run; one that cannot start in time is 503 busy."""
+    monkeypatch.setattr(security, "HASHING_WAIT_S", 0.05)
+    stored = security.hash_password("violet kettle marmalade")
+    for _ in range(security.HASHING_AT_ONCE):  # every turn taken (sign-ins in progress)
+        assert security._hashing.acquire(timeout=1)
+    try:
+        with pytest.raises(security.HashingBusy) as busy:
+            security.verify_password(stored, "violet kettle marmalade")
+        assert busy.value.status_code == 503
+        assert busy.value.headers == {"Retry-After": "2"}
+    finally:
+        for _ in range(security.HASHING_AT_ONCE):
+            security._hashing.release()
+    assert security.verify_password(stored, "violet kettle marmalade")

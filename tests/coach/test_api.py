@@ -18,7 +18,6 @@ from app.auth.models import User
 from app.coach.models import CoachExchange
 from app.config import REPO_ROOT, get_settings
 from app.content import service as content
-from app.i18n import translate
 from tests.coach.conftest import GradedFactory
 from tests.coach.fake_llm import FakeModel
 from tests.content.conftest import point_app_at
@@ -55,16 +54,20 @@ def test_a_free_question_is_answered_with_the_lessons_explanation_in_the_learner
     assert answered.headers["content-language"] == locale
     body = answered.json()
     assert body["provider"] == "builtin"
-    said = translate(locale, "The step {link} explains it:").split("{link}")[0]
-    assert body["answer"].startswith(said)
+    concept = next(
+        item
+        for item in content.get_catalog().lessons[LESSON].lesson.concepts
+        if item.id == "set-epoch"
+    )
+    assert body["answer"].startswith(f"**{concept.terms[locale][0]}**: ")
     assert body["sources"][0]["step_id"] == "set-epoch"
     assert body["sources"][0]["url"].startswith(f"/lessons/{LESSON}?step=")
     assert f'href="{body["sources"][0]["url"]}"' in body["answer_html"]
     step = next(
         item for item in content.localized_lesson(LESSON, locale).steps if item.id == "set-epoch"
     )
-    first_line = step.body.strip().splitlines()[0]
-    assert f"> {first_line}" in body["answer"]  # the lesson's own words, quoted
+    assert concept.answer.get(locale) in body["answer"]  # the instructors' explanation, whole
+    assert f"[{step.title}]" in body["answer"]
 
 
 def test_signed_out_is_refused(client: TestClient) -> None:

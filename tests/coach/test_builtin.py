@@ -74,23 +74,28 @@ def test_the_answer_never_holds_a_line_of_the_solution(
     assert guard.leaked_lines(text) == []
 
 
-def test_hints_escalate_over_failed_attempts(
+def test_hints_escalate_per_submission_only_when_asked_again(
     client: TestClient, auth: dict[str, str], graded: GradedFactory
 ) -> None:
+    """Failing again does not skip levels: each submission starts with the nudge, and only
+    asking again about the same check of it moves on."""
     exercise = next(
         item
         for item in content.get_catalog().lessons["ddp-fundamentals"].lesson.exercises
         if item.id == "train"
     )
     levels = exercise.hint_levels["sampler.set_epoch"]
-    seen = []
-    for _attempt in range(4):
-        submission = graded("bug_no_set_epoch")
-        seen.append(str(ask_about(client, auth, submission.id, "pt-BR")["answer"]))
+    firsts = [
+        str(ask_about(client, auth, graded("bug_no_set_epoch").id, "pt-BR")["answer"])
+        for _attempt in range(3)
+    ]
+    assert all(levels.nudge.get("pt-BR") in text for text in firsts)
+    submission = graded("bug_no_set_epoch")
+    seen = [str(ask_about(client, auth, submission.id, "pt-BR")["answer"]) for _ in range(4)]
     assert levels.nudge.get("pt-BR") and levels.nudge.get("pt-BR") in seen[0]
     assert levels.pointer.get("pt-BR") and levels.pointer.get("pt-BR") in seen[1]
     assert levels.fix.get("pt-BR") and levels.fix.get("pt-BR") in seen[2]
-    assert levels.fix.get("pt-BR") in seen[3]
+    assert levels.fix.get("pt-BR") in seen[3] and seen[3] != seen[2]
     assert levels.nudge.get("pt-BR") not in seen[1] and levels.pointer.get("pt-BR") not in seen[2]
 
 

@@ -85,13 +85,14 @@ def test_a_concept_question_with_a_run_gets_the_lesson_and_one_sentence_on_the_r
     answer = ask_about(client, auth, submission.id, question="What is a DistributedSampler for?")
     text = str(answer["answer"])
     assert answer["sources"][0]["step_id"] == "distributed-sampler"  # type: ignore[index]
-    assert text.startswith("The step [")
+    assert text.startswith("**DistributedSampler**: ")
     assert "What happened" not in text  # not the failure report
     (check,) = failed("bug_no_distributed_sampler")
-    assert f"In your run: the check “{check['title']}” failed (rank 1, line 35)." in text
+    assert f"In your run the check “{check['title']}” failed (rank 1, line 35): " in text
+    assert check["message"] in text  # what the run showed, not "press the button"
     pt = ask_about(client, auth, submission.id, "pt-BR", "O que é all_reduce?")
-    assert str(pt["answer"]).startswith("O passo [")
-    assert "Na sua execução, a verificação" in str(pt["answer"])
+    assert str(pt["answer"]).startswith("**all-reduce**: ")
+    assert "Na sua execução a verificação" in str(pt["answer"])
 
 
 def test_what_a_line_of_the_run_means_quotes_that_line_and_the_learners_frames_once(

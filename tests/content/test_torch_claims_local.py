@@ -117,6 +117,28 @@ def test_ddp_uses_one_bucket_for_the_first_iteration_unless_it_looks_for_unused_
     assert "list(reversed(bucket_indices))" in init
 
 
+def test_the_1_mib_first_bucket_needs_bucket_cap_mb_unset() -> None:
+    """Lesson 1, ddp-names: `_BucketCapacityConfig.create` (torch 2.13 `distributed.py:104-110`)
+    keeps the 1 MiB first bucket only while `bucket_cap_mb` is None; passing 25 yourself makes the
+    first bucket 25 MiB too. With `find_unused_parameters=True` the 1 MiB group holds the first
+    parameters, and the reversed list sends it last (a torchrun run printed initial buckets
+    3145728, 1048576 for eight 512 KiB parameters)."""
+    from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+    unset = _BucketCapacityConfig.create(None, None, use_python_reducer=False)
+    given = _BucketCapacityConfig.create(25, None, use_python_reducer=False)
+    assert unset.first_bucket_bytes_cap == 1024 * 1024
+    assert given.first_bucket_bytes_cap == given.bucket_bytes_cap == 25 * 1024 * 1024
+    assert given.compute_bucket_size_limits(False, True)[0] == [25 * 1024 * 1024]
+    kb = 1024 // 4
+    grads = [torch.empty(512 * kb) for _ in range(8)]
+    buckets, _ = dist._compute_bucket_assignment_by_size(
+        grads, [1024 * 1024, 25 * 1024 * 1024], [False] * 8
+    )
+    assert buckets[0] == [0, 1]  # the first parameters form the 1 MiB group
+    assert list(reversed(buckets))[-1] == [0, 1]  # ...which the reducer gets last
+
+
 # --- lesson 1, async-handles and quiz wait-in-hook (I3) -------------------------------------
 
 
@@ -168,6 +190,9 @@ def test_fsdp2_without_reshard_after_forward_still_reshards_after_backward() -> 
     assert "self.reshard_after_backward: bool = True" in inspect.getsource(FSDPParamGroup.__init__)
     post_backward = inspect.getsource(FSDPParamGroup.post_backward)
     assert "if self.reshard_after_backward:" in post_backward and "self.reshard()" in post_backward
+    # Lesson 3, zero-stages: the default is None, True on every module but the root.
+    assert inspect.signature(fully_shard).parameters["reshard_after_forward"].default is None
+    assert "If ``None``, it is set to ``True`` for non-root modules and ``False`` for root" in doc
     lazy_init = inspect.getsource(FSDPState._lazy_init)
     assert "if self._auto_reshard_after_forward:" in lazy_init
     assert "post_forward_mesh_info = None" in lazy_init

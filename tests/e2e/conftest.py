@@ -71,6 +71,8 @@ def start_live_server(tmp_dir: Path, extra_env: Mapping[str, str] | None = None)
         "PYTHONUNBUFFERED": "1",
         # Every browser test signs learners up and in from 127.0.0.1, one server per test process.
         "RDV_AUTH_ADDRESS_LIMIT_FACTOR": "20",
+        # The instructors' figures follow the learners' activity as when served for real.
+        "RDV_ANALYTICS_AUTOSTART": "true",
         **(extra_env or {}),
     }
     log_path = tmp_dir / "server.log"

@@ -1,7 +1,7 @@
-"""axe-core (tests/e2e/vendor, see its README) in Chromium: no serious or critical violation on
-the course page, a lesson step, the quick check (a question's card, answered), an exercise as a
-visitor sees it (read-only) and with a failed result (signed in), sign-in and registration, in
-English and Turkish, at desktop and at phone width."""
+"""axe-core (tests/e2e/vendor, see its README) in Chromium: no moderate, serious or critical
+violation on the course page, a lesson step, the quick check (a question's card, answered), an
+exercise as a visitor sees it (read-only) and with a failed result (signed in), sign-in and
+registration, in English and Turkish, at desktop and at phone width."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ SECTION = 'section.sub[data-exercise="ddp-fundamentals/train"]'
 
 
 def violations(page: Any) -> list[dict[str, Any]]:
-    """axe's serious and critical violations on the page as it is now."""
+    """axe's moderate, serious and critical violations on the page as it is now (issue 38: the
+    goal is none of them, at desktop and phone width)."""
     page.add_script_tag(path=str(AXE))
     found: list[dict[str, Any]] = page.evaluate(
         """async () => {
@@ -29,7 +30,7 @@ def violations(page: Any) -> list[dict[str, Any]]:
         }"""
     )
     print(page.url, [(v["id"], v["impact"], len(v["nodes"])) for v in found])
-    return [v for v in found if v["impact"] in ("serious", "critical")]
+    return [v for v in found if v["impact"] in ("moderate", "serious", "critical")]
 
 
 def course(page: Any) -> None:
@@ -98,7 +99,7 @@ SCREENS = {
 @pytest.mark.parametrize("screen", sorted(SCREENS))
 @pytest.mark.parametrize("locale", ["en", "tr"])
 @pytest.mark.parametrize("open_page", PAGES, ids=[p.__name__ for p in PAGES])
-def test_no_serious_or_critical_violations(
+def test_no_moderate_serious_or_critical_violations(
     browser: Any, live_server: LiveServer, open_page: Any, locale: str, screen: str
 ) -> None:
     # axe is injected as a script of the test's own: the site's CSP (no inline scripts) would

@@ -195,7 +195,8 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     assert [kind for kind, _ in CARDS[:3]] == ["step"] * 3  # two steps read on the way
     page.click('[data-step-nav="next"]')
     page.click('[data-step-nav="next"]')
-    page.locator(f'[data-step-link="{FIRST_QUESTION}"]').click()  # the first question's card
+    # On to the first question's card: the step left (the third) is done too.
+    page.locator(f'[data-step-link="{FIRST_QUESTION}"]').click()
     form = page.locator(".step-card--quiz:not([hidden]) form.quiz-question")
     question_id = CARDS[FIRST_QUESTION - 1][1]
     form.locator(f'input[name="choice"][value="{RIGHT[question_id]}"]').check()
@@ -203,7 +204,7 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     feedback = form.locator(".quiz-feedback")
     feedback.filter(has_text="offline").wait_for()
     waiting = page.evaluate("RdvClient.pending().then(e => e.map(x => x.type))")
-    assert waiting.count("step_completed") == 2 and "quiz_answered" in waiting, waiting
+    assert waiting.count("step_completed") == 3 and "quiz_answered" in waiting, waiting
     server = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
     assert sorted(server["completed_steps"]) == sorted(steps[5:7])  # nothing arrived yet
 
@@ -215,12 +216,12 @@ def test_steps_and_answers_made_offline_reach_the_server_merged_with_another_dev
     print(f"outbox drained {drained:.2f} s after reconnecting")
 
     merged = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
-    assert sorted(merged["completed_steps"]) == sorted([*steps[:2], *steps[5:7]])
+    assert sorted(merged["completed_steps"]) == sorted([*steps[:3], *steps[5:7]])
     question = page.get_attribute(".step-card--quiz:not([hidden])", "data-question-id")
     assert merged["quiz"]["answers"][question]["correct"] is True
     page.reload()  # the page shows the merged state
     done = page.eval_on_selector_all(".step-card--completed", "c => c.map(x => x.dataset.stepId)")
-    assert sorted(done) == sorted([*steps[:2], *steps[5:7]])
+    assert sorted(done) == sorted([*steps[:3], *steps[5:7]])
 
 
 def test_a_draft_changed_on_two_devices_asks_which_to_keep(
@@ -397,3 +398,57 @@ def test_signing_out_forgets_the_saved_pages(page: Any) -> None:
           return true;
         })""",
     )
+
+
+def indicator_on_screen(page: Any) -> bool:
+    line = page.locator("[data-offline-indicator]")
+    if not line.is_visible():
+        return False
+    box = line.bounding_box()
+    return box is not None and 0 <= box["y"] < page.viewport_size["height"]
+
+
+def test_an_unsaved_page_opened_offline_keeps_the_saved_lessons_and_the_sync(
+    page: Any, live_server: LiveServer
+) -> None:
+    """Issue 38: the offline page (kept for a visitor) was taken for a sign-out; every saved
+    lesson was forgotten and nothing was sent on reconnecting. Also: ?step= is honoured offline
+    and a line at the top says the page is offline."""
+    email = new_learner(page, f"/lessons/{LESSON}")
+    worker_ready(page)
+    steps = page.eval_on_selector_all(
+        ".step-card[data-step-id]", "c => c.map(x => x.dataset.stepId)"
+    )
+    assert [kind for kind, _ in CARDS[:3]] == ["step"] * 3
+    page.goto(f"/lessons/{LESSON}?step=1")
+    wait_saved(page, f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}")
+    outbox_empty(page)
+    assert not indicator_on_screen(page)
+
+    page.context.set_offline(True)
+    page.reload()
+    assert indicator_on_screen(page)
+    page.click('[data-step-nav="next"]')  # step 1 done, offline
+
+    page.goto("/lessons/torchrun-launch")  # not saved: the offline page
+    page.wait_for_selector("#offline-title")
+    page.locator("[data-offline-lessons] a").nth(2).wait_for()  # still listed
+    page.goto(f"/lessons/{LESSON}?step=2")  # the saved copy was rendered at step 1
+    assert page.get_attribute("#lesson", "data-lesson-id") == LESSON
+    assert page.get_attribute("#steps", "data-current") == "2"
+    assert page.locator(f"#step-{steps[1]}").is_visible()
+    assert indicator_on_screen(page)
+    page.click('[data-step-nav="next"]')  # step 2 done, offline
+    assert {f"/lessons/{LESSON}", f"/lessons/{NEXT_LESSON}"} <= set(saved_pages(page))
+    waiting = page.evaluate("RdvClient.pending().then(e => e.map(x => x.type))")
+    assert waiting.count("step_completed") == 2, waiting
+
+    page.goto("/lessons/torchrun-launch")  # reconnect on the offline page itself
+    page.wait_for_selector("#offline-title")
+    page.context.set_offline(False)
+    outbox_empty(page)
+    token = other_device(live_server.url, email)
+    server = api(live_server.url, "GET", "/api/v1/progress", token)["lessons"][LESSON]
+    assert sorted(server["completed_steps"]) == sorted(steps[:2])
+    page.goto(f"/lessons/{LESSON}")
+    assert not indicator_on_screen(page)

@@ -109,3 +109,54 @@ def test_a_visitor_s_lesson_page_html_goes_out_gzipped(
     assert html["encoding"] == "gzip"
     # HTML compresses about 6:1; sent as it was, it made 88% of a visitor's bytes.
     assert html["sent"] < html["size"] / 3
+
+
+HTML_BUDGET_BYTES = 150 * 1024
+HTML_GZIP_BUDGET_BYTES = 30 * 1024
+
+
+def lesson_paths(page: Any) -> list[str]:
+    page.goto("/")
+    hrefs: list[str] = page.eval_on_selector_all(
+        "li.lesson-card h3 a", "links => links.map(a => a.getAttribute('href'))"
+    )
+    return hrefs
+
+
+def test_every_lesson_page_s_html_stays_within_150_kb_and_30_kb_gzipped(
+    browser: Any, live_server: LiveServer
+) -> None:
+    """Every lesson, for a visitor and for a signed-in learner (who gets the editor's markup):
+    the HTML as decoded and as sent (gzip). Issue 38: a card list written into an attribute made
+    lesson pages 1.5-2.2 MB."""
+    figures: list[tuple[int, int, str]] = []
+    for who, state in (("visitor", None), ("signed in", signed_in_state(browser, live_server))):
+        # No service worker: every page comes from the server, with its bytes as sent.
+        context = browser.new_context(
+            base_url=live_server.url, storage_state=state, service_workers="block"
+        )
+        try:
+            page = context.new_page()
+            paths = lesson_paths(page)
+            assert len(paths) >= 4, paths
+            for path in paths:
+                document = page.goto(path)
+                assert document is not None and document.ok, path
+                assert (page.get_attribute("meta[name=rdv-account]", "content") == "learner") == (
+                    state is not None
+                )
+                size = len(document.body())
+                sent = document.request.sizes()["responseBodySize"]
+                assert document.header_value("content-encoding") == "gzip", path
+                assert 0 < sent < size, (path, sent, size)
+                figures.append((size, sent, f"{path} ({who})"))
+        finally:
+            context.close()
+    for size, sent, name in sorted(figures, reverse=True):
+        print(f"lesson HTML {name}: {size} bytes decoded, {sent} bytes gzipped")
+    size, sent, name = max(figures)
+    print(f"heaviest lesson page: {name}, {size} bytes ({size / 1024:.1f} KiB) decoded")
+    heaviest_sent = max(figures, key=lambda f: f[1])
+    print(f"heaviest gzipped: {heaviest_sent[2]}, {heaviest_sent[1] / 1024:.1f} KiB")
+    over = [f for f in figures if f[0] > HTML_BUDGET_BYTES or f[1] > HTML_GZIP_BUDGET_BYTES]
+    assert not over, over

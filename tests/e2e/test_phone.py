@@ -101,3 +101,37 @@ def test_a_missing_page_speaks_to_the_learner(phone: Any, locale: str, words: st
     text = phone.locator("main").inner_text()
     assert words in text and "openapi" not in text.lower()
     assert phone.locator("main a[href='/']").is_visible()
+
+
+def test_after_submit_the_status_and_timer_stay_above_the_sticky_bar_until_the_verdict(
+    browser: Any, live_server: LiveServer
+) -> None:
+    """Issue 38: on a phone, after Submit, "Submitting…" then the stage and the timer were below
+    the fold, under the sticky Previous/Next bar, for the whole run. The submission is held by
+    the test (no grading): what is on screen while it waits."""
+    page, _ = sign_up(browser, live_server, **PHONE)
+    page.goto(f"{LESSON_URL}#exercise-train")
+    section = page.locator('section.sub[data-exercise="ddp-fundamentals/train"]')
+    section.locator(".cm-content").wait_for()
+    held: list[Any] = []
+    page.route("**/api/v1/submissions", lambda route: held.append(route))
+    submit = section.locator('[data-role="submit"]')
+    # Scrolled as a thumb leaves it: Submit just above the sticky bar, what follows hidden.
+    submit.evaluate(
+        """b => window.scrollBy(0, b.getBoundingClientRect().bottom
+               - document.querySelector('.step-nav').getBoundingClientRect().top + 4)"""
+    )
+    submit.click()
+    status = section.locator('[data-role="status"]')
+    status.filter(has_text="Submitting").wait_for()
+    section.evaluate("s => s.rdvExercise.startTimer()")  # what a started run shows next
+    section.locator('[data-role="timer"]').filter(has_text="elapsed").wait_for()
+    bar = page.locator(".step-nav").bounding_box()
+    assert bar is not None and bar["y"] < 844
+    for part in (status, section.locator('[data-role="timer"]')):
+        box = part.bounding_box()
+        assert box is not None, part
+        assert box["y"] >= 0 and box["y"] + box["height"] <= bar["y"], (box, bar)
+    for route in held:  # never sent: nothing is graded
+        route.abort()
+    page.context.close()

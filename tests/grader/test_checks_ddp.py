@@ -137,6 +137,13 @@ def ddp_outcomes() -> dict[str, tuple[str, Outcome]]:
         "ddp.wrapped_ok": ("ddp.wrapped", run_of(_ok([ddp, fwd, step]), _ok([ddp, fwd, step]))),
         "ddp.params_differ": ("ddp.in_sync", run_of(_steps(0, "a", [1.0]), _steps(1, "b", [2.0]))),
         "ddp.param_list": ("ddp.in_sync", run_of(_steps(0, "a", [1.0]), _steps(1, "b", []))),
+        "ddp.params_differ_squares": (
+            "ddp.in_sync",
+            run_of(
+                [start(0), ev("step", opt=0, n=1, digest="a", sums=[1.0], squares=[2.0]), end()],
+                [start(1), ev("step", opt=0, n=1, digest="b", sums=[1.0], squares=[3.0]), end()],
+            ),
+        ),
         "ddp.closure_losses_differ": (
             "ddp.in_sync",
             run_of(_ok([closure[0], step]), _ok([closure[1], step])),
@@ -206,3 +213,24 @@ def test_the_english_text_is_unchanged_where_learners_and_cases_read_it() -> Non
     check = {"id": "ddp.grad_average", "message": str(scaled.message), "message_id": message_id}
     turkish = localize_check({**check, "params": params}, "tr")["message"]
     assert "43. satırda" in turkish and "1/2, bir bölü world size" in turkish
+
+
+def _sequence(rank: int, digests: str) -> list[dict[str, Any]]:
+    steps = [
+        ev("step", opt=0, n=n, digest=d, sums=[float(ord(d))], line=40)
+        for n, d in enumerate(digests, start=1)
+    ]
+    return [start(rank), *steps, end()]
+
+
+def test_in_sync_matches_a_rank_that_joined_early_to_the_others_steps_in_order() -> None:
+    # Under Join, rank 1 ran out of batches after step 3 of epoch 1: rank 0 took step "d" alone,
+    # DDP then copied its weights to rank 1, and both went on with "e" and "f".
+    joined = judge("ddp.in_sync", run_of(_sequence(0, "abcdef"), _sequence(1, "abcef")))
+    assert joined.status == "pass", joined.message
+    # With a stateful optimizer the joined rank's next step differs: caught, at its step 4.
+    drifted = judge("ddp.in_sync", run_of(_sequence(0, "abcdef"), _sequence(1, "abcxf")))
+    assert drifted.status == "fail" and "After optimizer step 4, rank 1" in drifted.message
+    # Equal step counts are still compared step by step: a reordering is no match.
+    swapped = judge("ddp.in_sync", run_of(_sequence(0, "abdc"), _sequence(1, "abcd")))
+    assert swapped.status == "fail" and "After optimizer step 3" in swapped.message

@@ -2,8 +2,11 @@
 all-reduce was issued and waited on, and what the optimizer step read.
 
 Per optimizer step (the first MAX_STEPS), one `OverlapStep`: a timeline of gradient-ready
-events (a post-accumulate-grad hook of our own on every parameter of the learner's optimizer),
-all-reduce calls (with `async_op` and what they send), waits on their `Work` handles, the end
+events (a post-accumulate-grad hook of our own on every parameter of the learner's optimizer,
+and any hook of the learner's registered with `Tensor.register_hook`, which sees the gradient
+before it is accumulated),
+all-reduce calls (with `async_op` and what they send), waits on their `Work` handles (or on
+their futures, chained with `then` or not), the end
 of each backward pass and the step itself; plus sketches of each parameter's gradient as it
 became ready (before any averaging: our hook is registered before any hook of the learner's on
 that parameter) and of the gradient the step read. A wait after the step is an
@@ -82,6 +85,7 @@ def install(tracer: Tracer) -> None:
             "works": {},
             "keep": [],
             "stepped": False,
+            "seen_by_hook": set(),  # params sketched from a learner's Tensor.register_hook
         }
 
     def mark(cur: dict[str, Any], token: list[Any]) -> None:
@@ -95,11 +99,45 @@ def install(tracer: Tracer) -> None:
             return
         try:
             mark(cur, ["r", i])
+            if i in cur["seen_by_hook"]:
+                return  # sketched from the gradient the learner's hook saw, before it acted
             with quiet(), torch.no_grad():
                 st["local"][i] = sketch(i, p.grad)
         except Exception as exc:
             st["done"] = True
             tracer.fail("overlap_ready", exc)
+
+    def on_hook_grad(p: torch.Tensor, grad: Any) -> None:
+        """A hook of the learner's on parameter `p` (Tensor.register_hook) is about to run with
+        this backward's gradient: the gradient is ready for it, before it is accumulated."""
+        cur, i = st["cur"], st["index"].get(id(p))
+        if cur is None or cur["stepped"] or i is None or not isinstance(grad, torch.Tensor):
+            return
+        try:
+            mark(cur, ["r", i])
+            if i not in cur["seen_by_hook"]:
+                cur["seen_by_hook"].add(i)
+                with quiet(), torch.no_grad():
+                    st["local"][i] = sketch(i, grad)
+        except Exception as exc:
+            st["done"] = True
+            tracer.fail("overlap_ready", exc)
+
+    def make_register_hook(original: Any) -> Any:
+        def register_hook(self: Any, hook: Any) -> Any:
+            if not (isinstance(self, torch.Tensor) and self.is_leaf and self.requires_grad):
+                return original(self, hook)
+
+            def seen(grad: Any) -> Any:
+                if not st["done"]:
+                    on_hook_grad(self, grad)
+                return hook(grad)
+
+            return original(self, seen)
+
+        return register_hook
+
+    wrap(torch.Tensor, "register_hook", make_register_hook)
 
     def ensure_hook(p: Any) -> None:
         if not isinstance(p, torch.Tensor) or not (p.is_leaf and p.requires_grad):
@@ -285,6 +323,23 @@ def install(tracer: Tracer) -> None:
         return get_future
 
     wrap(c10d.Work, "get_future", make_get_future)
+
+    def make_then(original: Any) -> Any:
+        def then(self: Any, *args: Any, **kwargs: Any) -> Any:
+            fut = original(self, *args, **kwargs)
+            try:  # a future chained on a work's future completes after it: waiting on it waits
+                for step in (st["cur"], st["last"]):
+                    if step is not None and id(self) in step["works"]:
+                        step["works"][id(fut)] = step["works"][id(self)]
+                        step["keep"].append(fut)
+                        break
+            except Exception as exc:
+                tracer.fail("overlap_future", exc)
+            return fut
+
+        return then
+
+    wrap(torch._C.Future, "then", make_then)
     wrap(torch._C.Future, "wait", make_wait)
     wrap(torch.futures, "wait_all", make_wait_all)
 

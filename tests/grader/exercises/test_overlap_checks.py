@@ -26,7 +26,7 @@ PARAMS = {
 }
 LOCAL = {0: [[1.0, 2.0], [3.0, 1.0], [0.5, 0.5]], 1: [[3.0, 0.0], [1.0, 1.0], [1.5, -0.5]]}
 MEAN = [[2.0, 1.0], [2.0, 1.0], [1.0, 0.0]]
-GOOD = [["r", 2], ["r", 1], ["a", 0], ["r", 0], ["e"], ["a", 1], ["w", 0, 51], ["w", 1, 51], ["s"]]
+GOOD = [["r", 2], ["r", 1], ["a", 0], ["r", 0], ["a", 1], ["e"], ["w", 0, 51], ["w", 1, 51], ["s"]]
 
 
 def call(nbytes: int, line: int = 40, is_async: bool = True) -> dict[str, Any]:
@@ -123,13 +123,69 @@ def test_all_reduces_after_backward_did_not_overlap() -> None:
     assert "2 buckets" in out.message
 
 
+def test_a_later_bucket_held_back_until_after_backward_did_not_overlap() -> None:
+    # Bucket 1 goes out from the hook; bucket 2 (fc1.weight), ready during backward too, only
+    # after backward returned: only the first bucket overlapped.
+    timeline = [["r", 2], ["r", 1], ["a", 0], ["r", 0], ["e"], ["a", 1], ["w", 0, 51], ["w", 1, 51]]
+    out = judge("overlap.overlapped", run(both={"timeline": [*timeline, ["s"]]}))
+    assert out.status == "fail" and out.rank == 0
+    assert "bucket 2 (fc1.weight)" in out.message
+    assert "only after backward() had returned" in out.message and "2 buckets" in out.message
+    assert_translated("overlap.overlapped", out, "fc1.weight")
+
+
+def test_readiness_seen_by_a_tensor_hook_counts_before_accumulation() -> None:
+    # A Tensor.register_hook hook sees each gradient (an "r" event) before it is accumulated
+    # (a second "r" for the same parameter): the first one is when it was ready.
+    timeline = [
+        ["r", 2],
+        ["r", 1],
+        ["a", 0],
+        ["r", 2],
+        ["r", 1],
+        ["r", 0],
+        ["a", 1],
+        ["r", 0],
+        ["e"],
+        ["w", 0, 51],
+        ["w", 1, 51],
+        ["s"],
+    ]
+    for check_id in ("overlap.overlapped", "overlap.buckets"):
+        assert judge(check_id, run(both={"timeline": timeline})).status == "pass", check_id
+
+
+def test_one_all_reduce_per_tensor_of_a_complete_bucket_fails_and_says_why() -> None:
+    # Bucket 1's two tensors go out together once both are ready, but as two all-reduces.
+    timeline = [
+        ["r", 2],
+        ["r", 1],
+        ["a", 0],
+        ["a", 1],
+        ["r", 0],
+        ["a", 2],
+        ["e"],
+        ["w", 0, 51],
+        ["w", 1, 51],
+        ["w", 2, 51],
+        ["s"],
+    ]
+    out = judge(
+        "overlap.buckets", run(both={"timeline": timeline, "calls": [call(20), call(80), call(40)]})
+    )
+    assert out.status == "fail" and out.line == 40
+    assert "bucket 1 (fc2.bias, fc2.weight, 100 bytes) as 2 all-reduces" in out.message
+    assert "one per tensor" in out.message and "latency once" in out.message
+    assert_translated("overlap.buckets", out, "fc2.bias")
+
+
 def test_a_synchronous_all_reduce_in_a_hook_is_named() -> None:
     out = judge("overlap.overlapped", run(both={"calls": [call(100, is_async=False), call(40)]}))
     assert out.status == "fail" and "without async_op=True" in out.message
 
 
 def test_a_wait_after_the_step_is_named_with_both_lines() -> None:
-    timeline = [["r", 2], ["r", 1], ["a", 0], ["r", 0], ["e"], ["a", 1], ["s"]]
+    timeline = [["r", 2], ["r", 1], ["a", 0], ["r", 0], ["a", 1], ["e"], ["s"]]
     late = {"kind": "overlap_late_wait", "n": 1, "k": 0, "line": 70}
     out = judge("overlap.overlapped", run(late, both={"timeline": timeline}))
     assert out.status == "fail" and out.line == 70

@@ -1,4 +1,4 @@
-"""Bug: a correct program whose process group keeps torch's default timeout."""
+"""Correct: the fixed program, with the process group's default timeout (no timeout=)."""
 
 import argparse
 import torch

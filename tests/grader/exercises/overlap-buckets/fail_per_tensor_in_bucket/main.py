@@ -1,5 +1,6 @@
 """Buckets sent as one async all-reduce per tensor, all issued together when the bucket is
-complete, in place on p.grad; handles kept in a list; the exercise's model with its gate."""
+complete, in place on p.grad (not one all-reduce of the flattened bucket: a bug); handles kept
+in a list; the exercise's model with its gate."""
 
 import torch
 import torch.distributed as dist
