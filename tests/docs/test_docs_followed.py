@@ -121,6 +121,8 @@ def test_a_new_exercise_as_docs_authoring_says(copy: Path) -> None:
 
 
 def test_a_new_language_as_docs_translating_says(copy: Path) -> None:
+    git("checkout", "--quiet", "--", ".", cwd=copy)  # a newcomer who only adds a language
+    git("clean", "--quiet", "-fd", "--", "lessons", cwd=copy)
     doc = (copy / "docs" / "translating.md").read_text(encoding="utf-8")
     code = re.search(r"Say the new one is \w+, `([\w-]+)`", doc)
     assert code is not None
