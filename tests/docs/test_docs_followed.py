@@ -23,7 +23,8 @@ import pytest
 
 from app.config import REPO_ROOT
 
-pytestmark = pytest.mark.slow
+# One clone for the module: under `make test` (--dist loadgroup) its tests share a worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs_followed")]
 
 PYTHON = ".venv/bin/python"
 
