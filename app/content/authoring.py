@@ -159,8 +159,11 @@ def new_exercise(lessons_dir: Path, lesson_id: str, slug: str) -> int:
     prefix = "" if text.endswith("\n") else "\n"
     if "exercises" not in top_level_keys:
         prefix += "exercises:\n"
+    text, in_sequence = _add_to_sequence(text, slug)
     lesson_file.write_text(text + prefix + entry, encoding="utf-8")
     print(f"{display_path(lesson_file)}: added exercise {lesson_id}/{slug}")
+    if in_sequence:
+        print(f"{display_path(lesson_file)}: added `- exercise: {slug}` at the end of `sequence:`")
     print(f"{display_path(folder)}/starter.py, solution.py: written")
     print(
         "Next: write the prompt and the title, choose the checks (docs/authoring.md), make the "
@@ -168,6 +171,31 @@ def new_exercise(lessons_dir: Path, lesson_id: str, slug: str) -> int:
         f"{lesson_id}/{slug}"
     )
     return 0
+
+
+def _add_to_sequence(text: str, slug: str) -> tuple[str, bool]:
+    """The lesson's text with `- exercise: <slug>` after the last item of its `sequence:` (a
+    lesson with a sequence must name every exercise in it, or `validate` takes it offline);
+    unchanged, False, when the lesson has no block-style sequence."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if re.match(r"sequence:\s*$", line)), None)
+    if start is None:
+        return text, False
+    last, indent = None, "  "  # the block's last line; its items' indentation
+    for index in range(start + 1, len(lines)):
+        line = lines[index]
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace() and not line.startswith("- "):
+            break
+        if last is None:
+            indent = line[: len(line) - len(line.lstrip())]
+        last = index
+    if last is None:
+        return text, False
+    ending = "" if lines[last].endswith("\n") else "\n"
+    lines.insert(last + 1, f"{ending}{indent}- exercise: {slug}\n")
+    return "".join(lines), True
 
 
 def _find(lessons_dir: Path, exercise_id: str) -> tuple[LoadedLesson, str, list[Problem]] | None:
@@ -222,8 +250,9 @@ def missing_texts(loaded: LoadedLesson, slug: str) -> dict[str, list[str]]:
 
 
 def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
-    """Exit 0: the solution passed, the starter failed and the lesson validates; 1: any of
-    these did not; 3: the grader itself failed (a platform error); 2: no such exercise."""
+    """Exit 0: the solution passed, the starter failed and the lesson validates (warnings, such
+    as untranslated hint levels, are listed and do not count); 1: any of these did not; 3: the
+    grader itself failed (a platform error); 2: no such exercise."""
     found = _find(lessons_dir, exercise_id)
     if found is None:
         print(
@@ -256,11 +285,17 @@ def check_exercise(lessons_dir: Path, exercise_id: str) -> int:
         print(f"{exercise_id}: texts missing in {locale}: {len(paths) or 'none'}")
         for path in paths:
             print(f"  {path}")
-    if problems:
-        print(f"{exercise_id}: not ready: `validate` refuses the lesson until these are fixed:")
-        for problem in problems:
+    refusals = [problem for problem in problems if not problem.warning]
+    warnings = [problem for problem in problems if problem.warning]
+    if warnings:
+        print(f"{exercise_id}: warnings (the lesson stays online; `validate --strict` fails):")
+        for problem in warnings:
             print(f"  {problem}")
-    return status or (1 if problems else 0)
+    if refusals:
+        print(f"{exercise_id}: not ready: `validate` refuses the lesson until these are fixed:")
+        for problem in refusals:
+            print(f"  {problem}")
+    return status or (1 if refusals else 0)
 
 
 def check_ablations(loaded: LoadedLesson, slug: str, exercise_id: str) -> int:

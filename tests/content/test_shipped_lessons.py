@@ -17,6 +17,8 @@ COURSE_LESSONS = [
     "syncbn-sharded-state",
     "torchrun-launch",
 ]
+# The exercise ids DESIGN.md makes a contract: each must stay shipped. A new exercise needs no
+# entry here (docs/authoring.md).
 CONTRACT_EXERCISES = {
     "data-vs-model-parallelism/allreduce-by-hand",
     "data-vs-model-parallelism/overlap-buckets",
@@ -60,5 +62,4 @@ def test_lesson_shape(directory: Path) -> None:
     assert all(question.explanation.en for question in lesson.quiz)
     assert lesson.exercises, "every lesson has at least one graded exercise"
     for exercise in lesson.exercises:
-        assert f"{lesson.id}/{exercise.id}" in CONTRACT_EXERCISES
         assert loaded.starter_code[exercise.id].strip()

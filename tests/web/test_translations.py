@@ -49,3 +49,19 @@ def test_every_interface_string_is_translated(catalog_dir: str) -> None:
                 f"{po_file}: the placeholders of {msgid!r} differ in {translated!r}"
             )
     assert missing == [], f"add translations to {po_file} for these messages"
+
+
+def test_the_template_has_every_interface_string() -> None:
+    """`app/locales/messages.pot` is what `pybabel init` starts a new language from
+    (docs/translating.md): a string the code or the templates use and the template lacks would
+    be missing from every new catalog. Regenerate it with the command in babel.cfg."""
+    with (LOCALES_DIR / "messages.pot").open("rb") as handle:
+        template = read_po(handle)
+    missing = sorted(
+        msgid
+        for message in extracted_messages()
+        if (msgid := message if isinstance(message, str) else message[0]) not in template
+    )
+    assert missing == [], (
+        "run `pybabel extract -F babel.cfg -k translate:2 -o app/locales/messages.pot .`"
+    )
