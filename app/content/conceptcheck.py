@@ -48,13 +48,11 @@ def concept_issues(index: int, concept: Concept, step_ids: set[str]) -> list[Iss
     for locale in LOCALES:
         if not [term for term in concept.terms.get(locale, []) if term.strip()]:
             issues.append(
-                Issue((*where, "terms"), f"has no terms in {locale}: add the words for it", True)
+                Issue((*where, "terms"), f"has no {locale} terms: add the words for it", True)
             )
         text = concept.answer.get(locale)
         if not text:
-            issues.append(
-                Issue((*where, "answer"), f"has no answer in {locale}: translate it", True)
-            )
+            issues.append(Issue((*where, "answer"), f"has no {locale} answer: translate it", True))
             continue
         count = sentences(text)
         if not MIN_SENTENCES <= count <= MAX_SENTENCES or text.rstrip().endswith(":"):
