@@ -189,8 +189,16 @@ def program_cases(
             must_fail="run.completed" if on_gpu else None,
         ),
         Case(
+            item="FSDP2",
+            what=f"a sharded model trained on {device} (fully_shard, init_device_mesh)",
+            code=_program("fsdp2_device.py"),
+            spec=no_backend.model_copy(update={"limits": fsdp.limits}),
+        ),
+        Case(
             item="fsdp-reshard",
-            what=f"solution with FSDP2 on {device}"
+            what="solution, as its launch declares"
+            if fsdp.launch.device == "cpu"
+            else f"solution with FSDP2 on {device}"
             + (" (world size 1: it runs to its end)" if fsdp_reason else ""),
             code=(fsdp_dir / "solution.py").read_text(encoding="utf-8"),
             # With too few GPUs to reshard, one rank still shows whether the program runs on

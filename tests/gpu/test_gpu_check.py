@@ -114,6 +114,7 @@ def test_the_purpose_made_programs_exist_and_expect_what_their_device_shows() ->
     assert (on_gpu[no_backend].expected, on_gpu[no_backend].must_fail) == ("fail", "run.completed")
     assert on_gpu["statistics synchronised across GPUs"].not_run is not None  # needs 2 GPUs
     assert sorted(p.name for p in PROGRAMS.glob("*.py")) == [
+        "fsdp2_device.py",
         "no_backend_cpu_allreduce.py",
         "pinned_right.py",
         "pinned_wrong.py",
