@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -127,18 +126,9 @@ def _terms(concept: Concept, locale: str) -> list[str]:
     return [*own, *(term for term in concept.terms.get("en", []) if term not in own)]
 
 
-_built: tuple[Catalog, ConceptIndex] | None = None
-_build_lock = threading.Lock()
+_concepts = content.PerCatalog(ConceptIndex)
 
 
 def get_concepts() -> ConceptIndex:
     """The concepts of the catalog the content service holds now (rebuilt after a reload)."""
-    global _built
-    catalog = content.get_catalog()
-    built = _built
-    if built is not None and built[0] is catalog:
-        return built[1]
-    with _build_lock:
-        if _built is None or _built[0] is not catalog:
-            _built = (catalog, ConceptIndex(catalog))
-        return _built[1]
+    return _concepts.get()

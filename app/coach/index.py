@@ -352,18 +352,9 @@ def glossary_words(path: Path = GLOSSARY) -> frozenset[str]:
     return frozenset(words)
 
 
-_built: tuple[Catalog, StepIndex] | None = None
-_build_lock = threading.Lock()
+_index = content.PerCatalog(StepIndex)
 
 
 def get_index() -> StepIndex:
     """The index of the catalog the content service holds now (rebuilt after a reload)."""
-    global _built
-    catalog = content.get_catalog()
-    built = _built
-    if built is not None and built[0] is catalog:
-        return built[1]
-    with _build_lock:
-        if _built is None or _built[0] is not catalog:
-            _built = (catalog, StepIndex(catalog))
-        return _built[1]
+    return _index.get()

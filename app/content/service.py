@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from markupsafe import Markup
 
@@ -26,6 +28,8 @@ from app.content.localized import (
 from app.content.markdown import render_markdown
 from app.content.schemas import Text
 from grader.contract import ExerciseSpec
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +142,26 @@ def reset() -> None:
 
 def get_catalog() -> Catalog:
     return _loaded().catalog
+
+
+class PerCatalog(Generic[T]):
+    """A value built from the catalog this service holds now, built again after a reload (the
+    coach's step index and its concepts)."""
+
+    def __init__(self, build: Callable[[Catalog], T]) -> None:
+        self._build = build
+        self._built: tuple[Catalog, T] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> T:
+        catalog = get_catalog()
+        built = self._built
+        if built is not None and built[0] is catalog:
+            return built[1]
+        with self._lock:
+            if self._built is None or self._built[0] is not catalog:
+                self._built = (catalog, self._build(catalog))
+            return self._built[1]
 
 
 def localized_course(locale: str = DEFAULT_LOCALE) -> LocalizedCourse:
