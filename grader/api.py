@@ -117,7 +117,7 @@ def _grade(
             launch.faults = place_faults(launch.faults, views[launch.reference])
 
     def run_one(index: int, launch: Launch, sink: EventSink, cancel: threading.Event) -> RunView:
-        sink(launch_event(launches, index))
+        sink(launch_event(launches, index, job.spec.launch.resume))
         return run_launch(job, launch, sandbox, tag_launch(sink, index + 1), pool, carry, cancel)[0]
 
     runner = LaunchRunner(

@@ -248,7 +248,8 @@ class GradeEvent(BaseModel):
     """What the grader reports while it works (streamed to the browser as Server-Sent Events).
 
     kind: "status" (data: {"status": "starting" | "running" | "checking"}, or
-          {"status": "launch", index, count, world_size, nnodes, first_world_size, reason_id,
+          {"status": "launch", index, count, world_size, nnodes, first_world_size,
+          previous_world_size, reason_id,
           reason}: see grader.stages.launch_event),
           "output" (rank, data: {"line": str, "world_size": int, "launch": int: the launch's
           index, from 1}), "check" (data: CheckResult as a dict),

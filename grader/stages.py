@@ -1,7 +1,8 @@
 """What the learner is told while and after the grader works, beyond each check's own verdict.
 
 - `launch_event`: the "launch k of n" status event, with the world size and why this launch
-  exists (e.g. again with 1 process, to catch a rank or world size hard-coded to 2).
+  exists (e.g. again with 1 process, to catch a rank or world size hard-coded to 2; in a
+  `launch.resume` exercise, resuming the previous launch's checkpoint at another world size).
 - `not_judged_without_distribution`: a program that never started distributed training cannot
   show that DDP, the sampler or the checkpoints behave across ranks; a check that passed there
   passed vacuously, so it is reported as not judged (skip) instead of PASS. Only for exercises
@@ -52,12 +53,20 @@ REASONS = {
     "reference": "once without interruption, to compare the restarted run with",
     "faults": "with a worker stopped mid-run, to check that training resumes",
     "multinode": "as a job on {nodes} machines, to catch local and global ranks mixed up",
+    "resume": "resuming the checkpoint the previous launch saved with {previous}",
 }
 
 
-def launch_reason(plans: Sequence[LaunchPlan], index: int) -> str:
-    """Why plans[index] is launched: a key of REASONS."""
+def _processes(world_size: int) -> str:
+    return "1 process" if world_size == 1 else f"{world_size} processes"
+
+
+def launch_reason(plans: Sequence[LaunchPlan], index: int, resume: bool = False) -> str:
+    """Why plans[index] is launched: a key of REASONS. With `resume` (the exercise's
+    `launch.resume`), every launch after the first starts from the previous one's files."""
     plan = plans[index]
+    if resume and index > 0:
+        return "resume"
     if plan.nnodes > 1:
         return "multinode"
     if not plan.judged:
@@ -68,13 +77,17 @@ def launch_reason(plans: Sequence[LaunchPlan], index: int) -> str:
     return "first" if plan.world_size == first else "other_size"
 
 
-def launch_event(plans: Sequence[LaunchPlan], index: int) -> GradeEvent:
-    """status "launch": index (1-based), count, world_size, nnodes, reason_id, reason (English)."""
+def launch_event(plans: Sequence[LaunchPlan], index: int, resume: bool = False) -> GradeEvent:
+    """status "launch": index (1-based), count, world_size, nnodes, first_world_size,
+    previous_world_size (None for the first launch), reason_id, reason (English)."""
     plan = plans[index]
-    reason_id = launch_reason(plans, index)
-    size = "1 process" if plan.world_size == 1 else f"{plan.world_size} processes"
+    reason_id = launch_reason(plans, index, resume)
+    size = _processes(plan.world_size)
     first = plans[0].world_size
-    reason = REASONS[reason_id].format(size=size, first=first, nodes=plan.nnodes)
+    previous = plans[index - 1].world_size if index else None
+    reason = REASONS[reason_id].format(
+        size=size, first=first, nodes=plan.nnodes, previous=_processes(previous or 0)
+    )
     return GradeEvent(
         kind="status",
         data={
@@ -84,6 +97,7 @@ def launch_event(plans: Sequence[LaunchPlan], index: int) -> GradeEvent:
             "world_size": plan.world_size,
             "nnodes": plan.nnodes,
             "first_world_size": first,
+            "previous_world_size": previous,
             "reason_id": reason_id,
             "reason": f"Launch {index + 1} of {len(plans)}: {size}, {reason}.",
         },

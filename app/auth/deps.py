@@ -28,7 +28,13 @@ def _auth_context(request: Request, session: SessionDep) -> AuthContext | None:
     # is rendered after the session has been rolled back and closed, when the user row can no
     # longer be loaded (a stale form's "form expired" page was a 500 for that reason).
     request.state.account_header = (
-        {"signed_in": True, "display_name": context.user.display_name} if context else None
+        {
+            "signed_in": True,
+            "display_name": context.user.display_name,
+            "instructor": context.user.role == INSTRUCTOR,
+        }
+        if context
+        else None
     )
     return context
 
@@ -111,7 +117,8 @@ async def current_instructor(learner: Annotated[User, Depends(current_learner)])
 
 
 def account_context(request: Request) -> dict[str, Any]:
-    """Template context: `account.signed_in` and `account.display_name` for the page header.
+    """Template context: `account.signed_in`, `account.display_name` and `account.instructor`
+    (the instructors' links) for the page header.
 
     Uses what this request's auth dependency resolved; pages that never asked (no database
     lookup there) show the account links whenever the browser holds a session cookie.
@@ -121,7 +128,7 @@ def account_context(request: Request) -> dict[str, Any]:
         return {"account": header}
     resolved = hasattr(request.state, "account_header")
     signed_in = not resolved and SESSION_COOKIE in request.cookies
-    return {"account": {"signed_in": signed_in, "display_name": None}}
+    return {"account": {"signed_in": signed_in, "display_name": None, "instructor": False}}
 
 
 OptionalAuth = Annotated[AuthContext | None, Depends(optional_auth)]

@@ -7,7 +7,6 @@ Every form posts its CSRF token (`csrf_protect`).
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,6 +18,7 @@ from pydantic import AfterValidator, ValidationError
 from app.auth import service
 from app.auth.csrf import csrf_protect
 from app.auth.deps import SESSION_COOKIE, OptionalAuth
+from app.auth.devices import browser_device_name
 from app.auth.mails import send_registration_mail
 from app.auth.passwords import WeakPassword
 from app.auth.ratelimit import AuthRateLimits
@@ -47,26 +47,7 @@ def _locale(request: Request) -> str:
 
 
 def _device_name(request: Request) -> str:
-    agent = request.headers.get("user-agent", "")
-    browser = next(
-        (name for name in ("Edg", "Firefox", "Chrome", "Safari") if name in agent), "Browser"
-    )
-    system = next(
-        (
-            label
-            for pattern, label in (
-                (r"Android", "Android"),
-                (r"iPhone|iPad", "iOS"),
-                (r"Windows", "Windows"),
-                (r"Mac OS", "macOS"),
-                (r"Linux", "Linux"),
-            )
-            if re.search(pattern, agent)
-        ),
-        None,
-    )
-    browser = "Edge" if browser == "Edg" else browser
-    return f"{browser} on {system}" if system else browser
+    return browser_device_name(request.headers.get("user-agent", ""))
 
 
 def _signed_in(request: Request, token: str, target: str) -> Response:

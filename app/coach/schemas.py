@@ -154,7 +154,11 @@ class StruggleCheck(BaseModel):
     exercise: str
     check_id: str
     title: str = Field(description="The check's title in the request's language")
-    questions: int = Field(description="Questions about a submission that failed this check")
+    questions: int = Field(
+        description="Questions about a submission that failed this check, each question counted "
+        'once: under the check its "Why did this fail?" named, else under the submission\'s first '
+        "failed check"
+    )
     why_questions: int = Field(
         description='Questions asked with the page\'s "Why did this fail?" button on this check'
     )

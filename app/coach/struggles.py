@@ -108,13 +108,14 @@ def _checks(rows: Sequence[CoachExchange], locale: str) -> list[StruggleCheck]:
     learners: dict[tuple[str, str], set[uuid.UUID]] = defaultdict(set)
     titles: dict[str, str] = {}
     for row in rows:
-        if row.exercise is None:
+        failed = row.failed_checks or []
+        if row.exercise is None or not failed:
             continue
-        for check in row.failed_checks or []:
-            key = (row.exercise, check["id"])
-            asked[key] += 1
-            learners[key].add(row.user_id)
-            titles.setdefault(check["id"], check.get("title") or check["id"])
+        about = _check_asked_about(row.check_id, failed)
+        key = (row.exercise, about["id"])
+        asked[key] += 1
+        learners[key].add(row.user_id)
+        titles.setdefault(about["id"], about.get("title") or about["id"])
         if row.check_id is not None:
             why[(row.exercise, row.check_id)] += 1
     checks = [
@@ -129,6 +130,14 @@ def _checks(rows: Sequence[CoachExchange], locale: str) -> list[StruggleCheck]:
         for (exercise, check_id), count in asked.items()
     ]
     return sorted(checks, key=lambda item: (-item.questions, -item.why_questions, item.check_id))
+
+
+def _check_asked_about(check_id: str | None, failed: list[dict[str, str]]) -> dict[str, str]:
+    """The one failed check a question about a run counts for: the check its "Why did this
+    fail?" button named, else the run's first failed check (the one the verdict and the coach
+    start with). Counting it under every failed check of the run inflated each check's figure
+    by the others' questions (issue 38)."""
+    return next((check for check in failed if check["id"] == check_id), failed[0])
 
 
 def _question(row: CoachExchange, secret: str, locale: str) -> StruggleQuestion:

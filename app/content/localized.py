@@ -83,6 +83,11 @@ class LessonSummary(BaseModel):
     summary: str
     duration_minutes: int | None
     step_count: int
+    card_count: int = Field(
+        0,
+        description="Every card of the lesson's sequence (steps, questions and exercises): the "
+        'lesson page\'s "Step 1 of N"',
+    )
     available: bool = True
 
 
@@ -220,6 +225,7 @@ def localize_course(catalog: Catalog, locale: str) -> LocalizedCourse:
                 summary=tr(lesson.summary, f"lessons.{lesson.id}.summary"),
                 duration_minutes=lesson.duration_minutes,
                 step_count=len(lesson.steps),
+                card_count=len(lesson.cards()),
             )
         )
     faq = []

@@ -43,7 +43,10 @@ class LaunchEvent(BaseModel):
     world_size: int = Field(description="Processes (ranks) in this launch.")
     nnodes: int = Field(description="Simulated machines; 1 for a single-node launch.")
     first_world_size: int = Field(description="The first launch's world size.")
-    reason_id: Literal["first", "other_size", "reference", "faults", "multinode"] = Field(
+    previous_world_size: int | None = Field(
+        None, description="The previous launch's world size; null for the first launch."
+    )
+    reason_id: Literal["first", "other_size", "reference", "faults", "multinode", "resume"] = Field(
         description="Why this launch exists; clients translate it (see `reason` for English)."
     )
     reason: str = Field(

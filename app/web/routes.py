@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from app.auth.deps import OptionalLearner
 from app.content import service as content
-from app.content.localized import LocalizedLesson
+from app.content.localized import LessonSummary, LocalizedLesson
 from app.content.service import QuizVerdict
 from app.content.shuffle import learner_seed, shuffled_for
 from app.i18n import LOCALE_COOKIE, LocaleDep, normalize_locale, translate
@@ -43,7 +43,19 @@ def course_page(request: Request, locale: LocaleDep, progress: CourseProgressDep
         course=course,
         standings=standings,
         actions=actions,
+        primary=primary_lesson(course.lessons, actions),
     )
+
+
+def primary_lesson(lessons: list[LessonSummary], actions: dict[str, tuple[str, str]]) -> str | None:
+    """The lesson of the course page's one call to action: the first lesson in progress, else
+    the first one not started; None when every lesson is done (or none can be shown)."""
+    available = [item for item in lessons if item.available]
+    for wanted in ("continue", "start"):
+        for item in available:
+            if actions[item.id][0] == wanted:
+                return item.id
+    return None
 
 
 def lesson_action(lesson_id: str, standing: LessonStanding | None) -> tuple[str, str]:

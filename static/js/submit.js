@@ -83,6 +83,7 @@
       this.$ = (role) => root.querySelector(`[data-role="${role}"]`);
       this.submitButton = this.$("submit");
       this.panes = new Map();
+      this.launchNodes = new Map();
       this.source = null;
       this.saveTimer = null;
       this.running = false;
@@ -349,7 +350,9 @@
         ? fmt(this.t.launch_nodes, { nodes: data.nnodes, size: data.world_size })
         : fmt(data.world_size === 1 ? this.t.launch_one : this.t.launch_many, { size: data.world_size });
       const why = this.t["why_" + data.reason_id];
-      const reason = why ? fmt(why, { size: data.world_size, first: data.first_world_size, nodes: data.nnodes }) : (data.reason || "");
+      const before = data.previous_world_size;
+      const previous = before ? fmt(before === 1 ? this.t.launch_one : this.t.launch_many, { size: before }) : "";
+      const reason = why ? fmt(why, { size: data.world_size, first: data.first_world_size, nodes: data.nnodes, previous }) : (data.reason || "");
       return fmt(this.t.launch, { index: data.index, count: data.count, size, reason });
     }
 
@@ -416,6 +419,7 @@
     clearRun() {
       this.panes.clear();
       this.launches = new Map();
+      this.launchNodes = new Map();
       this.launched = false;
       this.$("ranks").replaceChildren();
       this.$("output").hidden = true;
@@ -442,6 +446,7 @@
           const text = this.launchText(data);
           this.status(text);
           this.launchGroup(data.index, text);
+          this.launchNodes.set(data.index, data.nnodes || 1);
           this.launched = true;
           this.heardAt = Date.now();
         } else if (this.t[data.status]) {
@@ -487,7 +492,7 @@
     pane(rank, worldSize, launch) {
       const key = launch ? `L${launch}:${rank}` : `${worldSize || ""}:${rank}`;
       if (this.panes.has(key)) return this.panes.get(key);
-      const title = worldSize ? fmt(this.t.rank_of_run, { n: rank, size: worldSize }) : fmt(this.t.rank, { n: rank });
+      const title = this.paneTitle(rank, worldSize, launch);
       const pre = el("pre", { className: "sub__log", tabindex: "0", role: "log", "aria-label": title });
       const section = el(
         "section",
@@ -499,6 +504,20 @@
       this.$("output").hidden = false;
       this.panes.set(key, pre);
       return pre;
+    }
+
+    // "Rank 1 of 2", or in a job on several machines "Rank 1 of 2 on node 1 (LOCAL_RANK 0)":
+    // torchrun's nodes take the ranks in blocks of nproc_per_node, numbered from 0.
+    paneTitle(rank, worldSize, launch) {
+      if (!worldSize) return fmt(this.t.rank, { n: rank });
+      const nodes = (launch && this.launchNodes && this.launchNodes.get(launch)) || 1;
+      if (nodes > 1 && worldSize % nodes === 0) {
+        const perNode = worldSize / nodes;
+        return fmt(this.t.rank_on_node, {
+          n: rank, size: worldSize, node: Math.floor(rank / perNode), local: rank % perNode,
+        });
+      }
+      return fmt(this.t.rank_of_run, { n: rank, size: worldSize });
     }
 
     // The pane of `rank` in the last launch at `worldSize` (the Result speaks for that run).

@@ -117,7 +117,8 @@ def test_login_logout_and_my_devices(client: TestClient) -> None:
     assert signed_in.headers["location"] == "/account/devices"
     page = client.get("/account/devices")
     assert page.status_code == 200
-    assert "Firefox on Linux" in page.text and "Mobile app" in page.text
+    # Named by browser, version and system (issue 38: every device read "Chrome on Linux").
+    assert "Firefox 130 · Linux" in page.text and "Mobile app" in page.text
     token = page_csrf_token(page.text)
 
     out = client.post("/logout", data={"csrf_token": token}, headers=ORIGIN, follow_redirects=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -248,3 +249,31 @@ def test_the_role_command_makes_an_instructor_and_a_learner_again(
     assert "nobody@example.org" in missing.stderr
     wrong = role_command(committed_database, "ada@example.org", "admin")
     assert wrong.returncode == 2
+
+
+def test_a_question_about_a_run_counts_once_not_under_every_failed_check() -> None:
+    """Issue 38: a question about a run that failed two checks counted under both, so both fsdp
+    checks showed 7 and hang.pg_timeout 2 though nobody asked about it."""
+    from types import SimpleNamespace
+
+    from app.coach.struggles import _checks
+
+    exercise = "syncbn-sharded-state/fsdp-reshard"
+    failed = [
+        {"id": "fsdp.rank0_gathers", "title": "Rank 0 gathers"},
+        {"id": "fsdp.optimizer_resumed", "title": "Optimizer resumed"},
+    ]
+    one, two = uuid.uuid4(), uuid.uuid4()
+    rows = [
+        SimpleNamespace(exercise=exercise, failed_checks=failed, check_id=None, user_id=one),
+        SimpleNamespace(exercise=exercise, failed_checks=failed, check_id=None, user_id=one),
+        SimpleNamespace(
+            exercise=exercise, failed_checks=failed, check_id="fsdp.optimizer_resumed", user_id=two
+        ),
+    ]
+    checks = {c.check_id: c for c in _checks(rows, "en")}  # type: ignore[arg-type]
+    assert sum(c.questions for c in checks.values()) == len(rows)
+    assert checks["fsdp.rank0_gathers"].questions == 2  # the run's first failed check
+    assert checks["fsdp.rank0_gathers"].learners == 1
+    assert checks["fsdp.optimizer_resumed"].questions == 1  # the one its button named
+    assert checks["fsdp.optimizer_resumed"].why_questions == 1

@@ -151,3 +151,18 @@ def test_a_failure_names_its_launch_once() -> None:
     assert str(in_launch(plain, 2, 4)) == "As a 2-node job (4 ranks): oom"
     named = msg("launch.multinode_ok", "As a {nodes}-node job ({world} ranks)", nodes=2, world=4)
     assert in_launch(named, 2, 4) == named
+
+
+def test_a_resuming_launch_says_it_resumes_the_previous_checkpoint() -> None:
+    """Issue 38: fsdp-reshard's later launches reshard the 2-rank checkpoint at 3 and 1 ranks;
+    their lines gave lesson 2's reason ("to catch a world size hard-coded to 2")."""
+    plans = [Plan(2), Plan(3), Plan(1)]
+    events = [launch_event(plans, i, resume=True).data for i in range(3)]
+    assert [e["reason_id"] for e in events] == ["first", "resume", "resume"]
+    assert [e["previous_world_size"] for e in events] == [None, 2, 3]
+    assert events[1]["reason"] == (
+        "Launch 2 of 3: 3 processes, resuming the checkpoint the previous launch saved with "
+        "2 processes."
+    )
+    assert "hard-coded" not in events[2]["reason"]
+    assert launch_event(plans, 1).data["reason_id"] == "other_size"  # without launch.resume
