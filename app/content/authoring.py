@@ -145,22 +145,11 @@ def new_exercise(lessons_dir: Path, lesson_id: str, slug: str) -> int:
     title = slug.replace("-", " ").capitalize()
     hints = "".join(HINTS.format(check=check) for check in SCAFFOLD_CHECKS)
     entry = ENTRY.format(slug=slug, title=title, hints=hints)
-    top_level_keys = re.findall(r"^([a-z_]+):", text, re.M)
-    if "exercises" in top_level_keys and top_level_keys[-1] != "exercises":
-        print(
-            f"{display_path(lesson_file)}: `exercises:` is not its last key; add this entry "
-            f"under it yourself:\n\n{entry}",
-            file=sys.stderr,
-        )
-        return 2
     folder.mkdir(parents=True)
     (folder / "starter.py").write_text(STARTER.format(title=title), encoding="utf-8")
     (folder / "solution.py").write_text(SOLUTION.format(title=title), encoding="utf-8")
-    prefix = "" if text.endswith("\n") else "\n"
-    if "exercises" not in top_level_keys:
-        prefix += "exercises:\n"
     text, in_sequence = _add_to_sequence(text, slug)
-    lesson_file.write_text(text + prefix + entry, encoding="utf-8")
+    lesson_file.write_text(_add_exercise(text, entry), encoding="utf-8")
     print(f"{display_path(lesson_file)}: added exercise {lesson_id}/{slug}")
     if in_sequence:
         print(f"{display_path(lesson_file)}: added `- exercise: {slug}` at the end of `sequence:`")
@@ -171,6 +160,24 @@ def new_exercise(lessons_dir: Path, lesson_id: str, slug: str) -> int:
         f"{lesson_id}/{slug}"
     )
     return 0
+
+
+def _add_exercise(text: str, entry: str) -> str:
+    """The lesson's text with `entry` as the last item of its `exercises:` block (before the next
+    top-level key, such as `concepts:`, and the comments above that key), or with a new block at
+    the end."""
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    start = next((i for i, line in enumerate(lines) if re.match(r"exercises:\s*$", line)), None)
+    if start is None:
+        return "".join(lines) + "exercises:\n" + entry
+    end = next(
+        (i for i in range(start + 1, len(lines)) if re.match(r"[a-z_]+:", lines[i])), len(lines)
+    )
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+        end -= 1  # the blank lines and comments that belong to the next key stay with it
+    return "".join(lines[:end]) + entry + "".join(lines[end:])
 
 
 def _add_to_sequence(text: str, slug: str) -> tuple[str, bool]:
