@@ -87,7 +87,7 @@ def test_a_pass_offers_what_comes_next_in_the_sequence(page: Any) -> None:
     second = open_exercise(page, "zero-checkpoint", lesson_3)
     show(second, passed_result())
     offer = second.locator('[data-role="next"] a')
-    assert offer.get_attribute("href") == "#exercise-fsdp-reshard"
+    assert offer.get_attribute("href") == "#exercise-zero-by-hand"  # lesson 3's exercise order
     last = open_exercise(page, "fsdp-reshard", lesson_3)
     show(last, passed_result())
     offer = last.locator('[data-role="next"] a')
