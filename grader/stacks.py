@@ -88,7 +88,7 @@ def _clean_dump(lines: list[str], learner_file: str | None) -> list[str]:
         thread = _THREAD.match(line)
         frame = _FRAME.match(line)
         if thread:
-            threads.append((f"{thread['kind']} (most recent call first):", []))
+            threads.append((f"{thread.group('kind')} (most recent call first):", []))
         elif frame and threads:
             threads[-1][1].append(frame)
         elif line.startswith("Extension modules:") or not line.strip():
@@ -110,7 +110,7 @@ def _clean_traceback(lines: list[str], learner_file: str | None) -> list[str]:
     for line in lines:
         frame = _FRAME.match(line)
         if frame:
-            skip_source = is_grader_frame(frame["file"])
+            skip_source = is_grader_frame(frame.group("file"))
             if not skip_source:
                 out.append(_frame_line(frame, learner_file))
             continue
