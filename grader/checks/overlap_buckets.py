@@ -115,6 +115,16 @@ def _judge_step(
     for b, group in enumerate(m.groups):
         first, last = where["issued"][group[0]], where["issued"][group[-1]]
         between = [i for i, p in where["ready"].items() if first < p < last]
+        # What both messages about a bucket sent in pieces say of it.
+        said = {
+            "n": e.n,
+            "rank": rank,
+            "bucket": b + 1,
+            "names": _names(plist, layout.buckets[b]),
+            "bytes": layout.sizes[b],
+            "pieces": len(group),
+            "where": run.where(_line(e, group[0])),
+        }
         if len(group) > 1 and not between:
             return failed(
                 msg(
@@ -124,13 +134,7 @@ def _judge_step(
                     "pay an all-reduce's start-up latency once for all its gradients, as DDP "
                     "does. Flatten the bucket's gradients into one tensor (`torch.cat` of each "
                     "`reshape(-1)`) and all-reduce that tensor once.",
-                    n=e.n,
-                    rank=rank,
-                    bucket=b + 1,
-                    names=_names(plist, layout.buckets[b]),
-                    bytes=layout.sizes[b],
-                    pieces=len(group),
-                    where=run.where(_line(e, group[0])),
+                    **said,
                 ),
                 rank=rank,
                 line=_line(e, group[0]),
@@ -144,13 +148,7 @@ def _judge_step(
                     "the first {where}: one all-reduce per parameter pays the latency {pieces} "
                     "times. Gather the bucket's gradients and all-reduce them together once the "
                     "last one is ready.",
-                    n=e.n,
-                    rank=rank,
-                    bucket=b + 1,
-                    names=_names(plist, layout.buckets[b]),
-                    bytes=layout.sizes[b],
-                    pieces=len(group),
-                    where=run.where(_line(e, group[0])),
+                    **said,
                 ),
                 rank=rank,
                 line=_line(e, group[0]),
